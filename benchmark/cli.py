@@ -1,0 +1,179 @@
+"""The ``factorbench`` command: one subcommand per job, registered in :data:`COMMANDS`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Callable
+
+from factorbench import generators
+from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.fileformat import package_version
+from factorbench.generators.params import parse_param_assignments
+
+from .dataset import load
+from .show import show
+from .verify import verify
+
+Configure = Callable[[argparse.ArgumentParser], None]
+#: name -> (help, configure): ``configure`` adds the arguments and sets ``run`` (args -> exit status).
+COMMANDS: dict[str, tuple[str, Configure]] = {}
+
+
+def command(name: str, help: str) -> Callable[[Configure], Configure]:
+    def register(configure: Configure) -> Configure:
+        COMMANDS[name] = (help, configure)
+        return configure
+    return register
+
+
+def _print_generator_info(name: str, params: dict[str, str]) -> None:
+    gen = generators.get(name, params)
+    info = gen.info()
+    print(f"{info['name']} (version {info['version']})")
+    print(f"  {info['description']}")
+    print(f"  images: {info['n']} x {' x '.join(map(str, info['image_shape']))} uint8"
+          f"{'  (full grid)' if info['grid'] else '  (i.i.d. samples, default size)'}")
+    print("  factors:")
+    for f in gen.factors():
+        print(f"    {f.describe()}")
+    print("  parameters (set with --param key=value):")
+    for key, value in info["params"].items() or [("(none)", "")]:
+        print(f"    {key} = {value}")
+    print("  splits written into every file:")
+    for s in info["splits"]:
+        print(f"    {json.dumps(s)}")
+    print("  citation:")
+    print(textwrap.indent(info["citation"], "    "))
+
+
+def _print_file_info(path: str) -> None:
+    with load(path) as ds:
+        info = ds.info
+        spec, man = ds.spec, ds.manifest
+        print(f"{path}: {spec.generator} version {spec.version}, n = {len(ds)}, images {list(spec.image_shape)}")
+        print(f"  seed {spec.seed}, params {json.dumps(spec.params)}")
+        print(f"  spec hash {info['spec_hash']}")
+        print(f"  made by factorbench {man.get('package_version')} with {man.get('renderer')}")
+        print("  factors:")
+        for f in spec.factors:
+            print(f"    {f.describe()}")
+        print("  splits:")
+        for name, size in info["splits"].items():
+            print(f"    {name:<12} {size}")
+
+
+@command("list", "list the datasets with one-line descriptions")
+def _list(p: argparse.ArgumentParser) -> None:
+    def run(args: argparse.Namespace) -> int:
+        for name, desc in generators.list_datasets().items():
+            print(f"{name:<12} {desc}")
+        return 0
+    p.set_defaults(run=run)
+
+
+@command("info", "describe a dataset (factors, size, parameters, citation) or a dataset file")
+def _info(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", metavar="NAME_OR_FILE", help="a dataset name from `factorbench list`, or a file")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="show the dataset with these parameters")
+
+    def run(args: argparse.Namespace) -> int:
+        if args.target not in generators.list_datasets() and Path(args.target).is_file():
+            _print_file_info(args.target)
+        else:
+            _print_generator_info(args.target, parse_param_assignments(args.param))
+        return 0
+    p.set_defaults(run=run)
+
+
+@command("generate", "render a dataset into an HDF5 file (resumes an interrupted run)")
+def _generate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="dataset name (see `factorbench list`)")
+    p.add_argument("--out", required=True, metavar="FILE", help="output HDF5 file")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--n", type=int, default=None, help="number of samples (grid datasets: the full grid)")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="generator parameter (repeatable)")
+    p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    p.add_argument("--shard", metavar="I/N", help="write only shard I of N (0-based) to FILE.shard-I-of-N; "
+                   "join the shards with `factorbench merge FILE`")
+    p.add_argument("--batch-size", type=int, default=generators.writer.DEFAULT_BATCH_SIZE,
+                   help="images rendered per batch (memory use is proportional to it)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    def run(args: argparse.Namespace) -> int:
+        params = parse_param_assignments(args.param)
+        shard = generators.Shard.parse(args.shard) if args.shard else None
+        written = generators.generate(args.name, args.out, params=params, seed=args.seed, n=args.n,
+                                      force=args.force, shard=shard, batch_size=args.batch_size,
+                                      progress=not args.quiet)
+        print(f"wrote {written}")
+        return 0
+    p.set_defaults(run=run)
+
+
+@command("merge", "join shard files written with `generate --shard` into one dataset file")
+def _merge(p: argparse.ArgumentParser) -> None:
+    p.add_argument("out", metavar="FILE", help="the dataset file to write (shards are FILE.shard-I-of-N)")
+    p.add_argument("shards", nargs="*", metavar="SHARD", help="shard files (default: FILE.shard-*-of-*)")
+    p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    def run(args: argparse.Namespace) -> int:
+        written = generators.merge_shards(args.out, args.shards or None, force=args.force, progress=not args.quiet)
+        print(f"wrote {written}")
+        return 0
+    p.set_defaults(run=run)
+
+
+@command("verify", "recompute every content hash of a dataset file and report what does not match")
+def _verify(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    def run(args: argparse.Namespace) -> int:
+        report = verify(args.file)
+        print(json.dumps(report.to_dict(), indent=2) if args.json else report.summary())
+        return 0 if report.ok else 1
+    p.set_defaults(run=run)
+
+
+@command("show", "write a PNG of samples along each factor, labelled with factor values")
+def _show(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--out", required=True, metavar="PNG")
+    p.add_argument("--per-factor", type=int, default=8, help="images per factor (default 8)")
+    p.add_argument("--force", action="store_true", help="overwrite PNG if it exists")
+
+    def run(args: argparse.Namespace) -> int:
+        print(f"wrote {show(args.file, args.out, per_factor=args.per_factor, force=args.force)}")
+        return 0
+    p.set_defaults(run=run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="factorbench", description="Datasets with known factors of variation, "
+                                     "and the protocols and metrics to evaluate representations on them.")
+    parser.add_argument("--version", action="version", version=f"factorbench {package_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (help_text, configure) in COMMANDS.items():
+        configure(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except FactorbenchError as exc:
+        print(f"factorbench {args.command}: error: {exc}", file=sys.stderr)
+        return 130 if isinstance(exc, generators.GenerationInterrupted) else 2
+    except KeyboardInterrupt:
+        print(f"factorbench {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

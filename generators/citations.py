@@ -1,0 +1,10 @@
+"""BibTeX entries of the papers whose datasets the generators make."""
+
+TONNAER_2022 = """@inproceedings{tonnaer2022quantifying,
+  title     = {Quantifying and Learning Linear Symmetry-Based Disentanglement},
+  author    = {Tonnaer, Loek and Perez Rey, Luis Armando and Menkovski, Vlado and Holenderski, Mike and Portegies, Jacobus W.},
+  booktitle = {Proceedings of the 39th International Conference on Machine Learning},
+  series    = {PMLR},
+  volume    = {162},
+  year      = {2022}
+}"""

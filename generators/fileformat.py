@@ -1,0 +1,150 @@
+"""The HDF5 dataset file: layout, storage settings and the content hashes of the manifest.
+
+Layout of one file::
+
+    images            (N, H, W, C) uint8, chunked, compressed
+    factors           (N, K) float64
+    factor_classes    (N, K) int64          (grid datasets only)
+    splits/<name>     (M,) int64 sorted sample indices (attribute ``split_spec``: the split spec JSON)
+    attrs: format, format_version, spec (dataset spec JSON), manifest (JSON, see :func:`compute_manifest`)
+
+Storage settings were chosen by measurement (``python tests/perf/bench_storage.py``; figures in README).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib import metadata
+from typing import Any
+
+import h5py
+import numpy as np
+
+from .errors import FactorbenchError
+from .spec import DatasetSpec, canonical_json
+
+FORMAT_NAME = "factorbench-dataset"
+FORMAT_VERSION = 1
+
+#: Images per HDF5 chunk, compression filter and level (see the module docstring).
+CHUNK_ROWS = 64
+COMPRESSION = "gzip"
+COMPRESSION_LEVEL = 4
+#: Rows read at a time when hashing or copying (a multiple of CHUNK_ROWS).
+READ_BLOCK_ROWS = 1024
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("factorbench")
+    except metadata.PackageNotFoundError:  # running from a source tree that is not installed
+        return "0+unknown"
+
+
+def image_dataset_options(rows: int, image_shape: tuple[int, int, int]) -> dict[str, Any]:
+    return {
+        "shape": (rows, *image_shape),
+        "dtype": np.uint8,
+        "chunks": (max(1, min(CHUNK_ROWS, rows)), *image_shape),
+        "compression": COMPRESSION,
+        "compression_opts": COMPRESSION_LEVEL,
+        "fletcher32": True,
+    }
+
+
+def _le_bytes(a: np.ndarray) -> bytes:
+    """Array bytes in little-endian C order, so hashes are the same on every machine."""
+    return np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")).tobytes()
+
+
+def sha256_array(a: np.ndarray) -> str:
+    return hashlib.sha256(_le_bytes(np.asarray(a))).hexdigest()
+
+
+class UnreadableData(FactorbenchError):
+    """Stored bytes could not be decoded (checksum or decompression failure)."""
+
+
+def sha256_rows(ds: h5py.Dataset, block: int = READ_BLOCK_ROWS) -> str:
+    """sha256 of a dataset's bytes, read ``block`` rows at a time (constant memory)."""
+    h = hashlib.sha256()
+    for a in range(0, ds.shape[0], block):
+        b = min(a + block, ds.shape[0])
+        try:
+            rows = ds[a:b]
+        except OSError as exc:
+            raise UnreadableData(f"{ds.name.lstrip('/')}: rows {a}..{b - 1} cannot be read ({exc}); "
+                                 "the file is corrupted: regenerate it") from None
+        h.update(_le_bytes(rows))
+    return h.hexdigest()
+
+
+def content_hashes(f: h5py.File) -> dict[str, str]:
+    """sha256 of images, factors, factor classes and each split, keyed by their path in the file."""
+    hashes = {"images": sha256_rows(f["images"]), "factors": sha256_rows(f["factors"])}
+    if "factor_classes" in f:
+        hashes["factor_classes"] = sha256_rows(f["factor_classes"])
+    for name in sorted(f.get("splits", {})):
+        hashes[f"splits/{name}"] = sha256_rows(f["splits"][name])
+    return hashes
+
+
+def shapes_of(f: h5py.File) -> dict[str, list[int]]:
+    names = ["images", "factors", "factor_classes"] + [f"splits/{s}" for s in sorted(f.get("splits", {}))]
+    return {name: list(f[name].shape) for name in names if name in f}
+
+
+def compute_manifest(f: h5py.File, spec: DatasetSpec, renderer: str) -> dict[str, Any]:
+    """The manifest stored with a complete file. It holds no dates, so equal data give equal manifests."""
+    return {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "spec_hash": spec.hash(),
+        "generator": spec.generator,
+        "generator_version": spec.version,
+        "package_version": package_version(),
+        "renderer": renderer,
+        "shapes": shapes_of(f),
+        "sha256": content_hashes(f),
+    }
+
+
+def read_header(f: h5py.File, path: str) -> tuple[DatasetSpec, dict[str, Any]]:
+    """Spec and manifest of an open file, with a clear error when the file is not a complete dataset."""
+    if f.attrs.get("format") != FORMAT_NAME:
+        raise FactorbenchError(f"{path} is not a factorbench dataset file (no '{FORMAT_NAME}' header); "
+                               "make one with `factorbench generate`")
+    if int(f.attrs.get("format_version", -1)) > FORMAT_VERSION:
+        raise FactorbenchError(f"{path} uses file format {f.attrs['format_version']}, newer than this "
+                               f"installation reads ({FORMAT_VERSION}); upgrade factorbench")
+    if "manifest" not in f.attrs:
+        raise FactorbenchError(f"{path} is incomplete (a shard or an interrupted run): finish it with "
+                               "`factorbench generate` (it resumes) or `factorbench merge`")
+    spec = DatasetSpec.from_json(str(f.attrs["spec"]))
+    try:
+        manifest = json.loads(str(f.attrs["manifest"]))
+    except json.JSONDecodeError as exc:
+        raise FactorbenchError(f"{path}: the manifest is not valid JSON ({exc}); regenerate the file") from None
+    return spec, manifest
+
+
+def write_header(f: h5py.File, spec: DatasetSpec) -> None:
+    f.attrs["format"] = FORMAT_NAME
+    f.attrs["format_version"] = FORMAT_VERSION
+    f.attrs["spec"] = spec.to_json()
+
+
+def store_manifest(f: h5py.File, manifest: dict[str, Any]) -> None:
+    f.attrs["manifest"] = canonical_json(manifest)
+
+
+def open_h5(path: str, mode: str = "r") -> h5py.File:
+    """Open an HDF5 file, turning h5py's low-level errors into a message a user can act on."""
+    try:
+        return h5py.File(path, mode)
+    except FileNotFoundError:
+        raise FactorbenchError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise FactorbenchError(f"{path} cannot be opened as an HDF5 file ({exc}); it is not a factorbench "
+                               "dataset or it is corrupted: regenerate it with `factorbench generate`") from None

@@ -1,0 +1,282 @@
+"""Streaming, safe writing of dataset files: batches, temporary file, atomic rename, shards, resume.
+
+Rows are rendered and written ``batch_size`` at a time, so memory does not grow with N. Everything
+goes to ``OUT.partial`` and is renamed to ``OUT`` only when complete. An interrupted run leaves the
+partial file, and running the same command again resumes it from the last written batch. A shard
+(``--shard i/n``) writes rows ``[N*i//n, N*(i+1)//n)`` to ``OUT.shard-i-of-n``; :func:`merge_shards`
+joins the shards into a file with the same content hashes as a single-process run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+import h5py
+import numpy as np
+from tqdm import tqdm
+
+from . import fileformat as ff
+from .base import Generator, generator_for_spec, get
+from .errors import FactorbenchError
+from .spec import DatasetSpec, canonical_json
+from .splits import split_from_dict
+
+DEFAULT_BATCH_SIZE = 512
+PARTIAL_SUFFIX = ".partial"
+
+# (start, stop) -> (factor values, factor classes or None, images)
+BatchSource = Callable[[int, int], tuple[np.ndarray, "np.ndarray | None", np.ndarray]]
+
+
+class GenerationInterrupted(FactorbenchError):
+    """Raised on Ctrl-C; the partial file is kept so that the same command resumes."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count`` (0-based): rows ``[N*index//count, N*(index+1)//count)``."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or not 0 <= self.index < self.count:
+            raise FactorbenchError(f"shard {self.index}/{self.count} is invalid: use i/n with n >= 1 and "
+                                   f"0 <= i < n (shards are numbered from 0), e.g. 0/{max(self.count, 2)}")
+
+    @classmethod
+    def parse(cls, text: str) -> "Shard":
+        m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+        if not m:
+            raise FactorbenchError(f"--shard expects i/n (e.g. 0/4), got {text!r}")
+        return cls(int(m.group(1)), int(m.group(2)))
+
+    def rows(self, n: int) -> tuple[int, int]:
+        return n * self.index // self.count, n * (self.index + 1) // self.count
+
+    def path(self, out: Path) -> Path:
+        return out.with_name(f"{out.name}.shard-{self.index}-of-{self.count}")
+
+
+def _check_destination(path: Path, force: bool) -> None:
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise FactorbenchError(f"{path} is a directory; give a file name such as {path / 'data.h5'}")
+    if not parent.is_dir():
+        raise FactorbenchError(f"cannot write {path}: directory {parent} does not exist; create it first")
+    if not os.access(parent, os.W_OK):
+        raise FactorbenchError(f"cannot write {path}: directory {parent} is not writable")
+    if path.exists() and not force:
+        raise FactorbenchError(f"{path} already exists; pass --force (force=True) to overwrite it")
+
+
+def _batches(start: int, stop: int, batch_size: int) -> Iterator[tuple[int, int]]:
+    for a in range(start, stop, batch_size):
+        yield a, min(a + batch_size, stop)
+
+
+def _render_source(gen: Generator, spec: DatasetSpec) -> BatchSource:
+    def source(a: int, b: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        values, classes = gen.sample_factors(spec, a, b)
+        images = gen.render(values)
+        expected = (b - a, *spec.image_shape)
+        if images.dtype != np.uint8 or images.shape != expected:
+            raise RuntimeError(f"{gen.name}.render returned {images.dtype} {images.shape}, expected uint8 {expected}")
+        return values, classes, images
+    return source
+
+
+def _open_partial(partial: Path, spec: DatasetSpec, start: int, stop: int, renderer: str,
+                  has_classes: bool, log: Callable[[str], None]) -> tuple[h5py.File, int]:
+    """Open ``partial`` for resuming when it holds the same job, else start it afresh."""
+    if partial.exists():
+        try:
+            f = h5py.File(partial, "a")
+        except OSError:
+            f = None
+        if f is not None:
+            same = (f.attrs.get("spec") == spec.to_json() and f.attrs.get("renderer") == renderer
+                    and int(f.attrs.get("row_start", -1)) == start and int(f.attrs.get("row_stop", -1)) == stop
+                    and "rows_written" in f.attrs)
+            if same:
+                done = int(f.attrs["rows_written"])
+                log(f"resuming {partial} at row {start + done} of {start}..{stop}")
+                return f, done
+            f.close()
+        log(f"discarding {partial}: it belongs to another job or is unreadable; starting afresh")
+        partial.unlink()
+    rows = stop - start
+    f = h5py.File(partial, "w")
+    ff.write_header(f, spec)
+    f.attrs["renderer"] = renderer
+    f.attrs["row_start"], f.attrs["row_stop"], f.attrs["rows_written"] = start, stop, 0
+    f.create_dataset("images", **ff.image_dataset_options(rows, spec.image_shape))
+    k = len(spec.factors)
+    f.create_dataset("factors", shape=(rows, k), dtype=np.float64)
+    if has_classes:
+        f.create_dataset("factor_classes", shape=(rows, k), dtype=np.int64)
+    return f, 0
+
+
+def _fill(f: h5py.File, source: BatchSource, start: int, stop: int, done: int, batch_size: int,
+          progress: bool, desc: str) -> None:
+    with tqdm(total=stop - start, initial=done, unit="img", desc=desc, disable=not progress,
+              file=sys.stderr, dynamic_ncols=True) as bar:
+        for a, b in _batches(start + done, stop, batch_size):
+            values, classes, images = source(a, b)
+            lo, hi = a - start, b - start
+            f["images"][lo:hi] = images
+            f["factors"][lo:hi] = values
+            if classes is not None:
+                f["factor_classes"][lo:hi] = classes
+            f.attrs["rows_written"] = hi
+            f.flush()
+            bar.update(b - a)
+
+
+def _finalise(f: h5py.File, spec: DatasetSpec, renderer: str, shard: Shard | None) -> None:
+    del f.attrs["rows_written"]
+    if shard is None:
+        factors = f["factors"][:]
+        classes = f["factor_classes"][:] if "factor_classes" in f else None
+        group = f.create_group("splits")
+        for split_dict in spec.splits:
+            split = split_from_dict(split_dict)
+            for name, idx in split.assign(factors, classes).items():
+                if name in group:
+                    raise FactorbenchError(f"{spec.generator}: two default splits are both called {name!r}")
+                group.create_dataset(name, data=idx.astype(np.int64))
+                group[name].attrs["split_spec"] = canonical_json(split.to_dict())
+        for key in ("row_start", "row_stop", "renderer"):
+            del f.attrs[key]
+    else:
+        f.attrs["shard"] = f"{shard.index}/{shard.count}"
+    ff.store_manifest(f, ff.compute_manifest(f, spec, renderer))
+
+
+def _write(out: Path, spec: DatasetSpec, source: BatchSource, renderer: str, has_classes: bool, *,
+           force: bool, shard: Shard | None, batch_size: int, progress: bool, desc: str) -> Path:
+    target = shard.path(out) if shard else out
+    _check_destination(target, force)
+    if batch_size < 1:
+        raise FactorbenchError(f"batch size must be positive, got {batch_size}")
+    start, stop = shard.rows(spec.n) if shard else (0, spec.n)
+    partial = target.with_name(target.name + PARTIAL_SUFFIX)
+    log = (lambda msg: print(msg, file=sys.stderr)) if progress else (lambda msg: None)
+    f, done = _open_partial(partial, spec, start, stop, renderer, has_classes, log)
+    try:
+        _fill(f, source, start, stop, done, batch_size, progress, desc)
+        _finalise(f, spec, renderer, shard)
+    except KeyboardInterrupt:
+        f.close()
+        raise GenerationInterrupted(f"interrupted; {partial} keeps the rows written so far: run the same command "
+                                    "again to resume, or delete it to start afresh") from None
+    except BaseException:
+        f.close()
+        raise
+    f.close()
+    os.replace(partial, target)
+    return target
+
+
+def write_dataset(gen: Generator, out: str | os.PathLike, *, seed: int = 0, n: int | None = None,
+                  force: bool = False, shard: Shard | str | None = None,
+                  batch_size: int = DEFAULT_BATCH_SIZE, progress: bool = True) -> Path:
+    """Render ``gen``'s dataset (or one shard of it) into the HDF5 file ``out``; returns the path written."""
+    spec = gen.spec(seed=seed, n=n)
+    if isinstance(shard, str):
+        shard = Shard.parse(shard)
+    has_classes = any(f.is_grid for f in spec.factors)
+    desc = gen.name + (f" shard {shard.index}/{shard.count}" if shard else "")
+    return _write(Path(out), spec, _render_source(gen, spec), gen.renderer_identity(), has_classes,
+                  force=force, shard=shard, batch_size=batch_size, progress=progress, desc=desc)
+
+
+def generate(name: str, out: str | os.PathLike, *, params: Mapping[str, Any] | None = None, seed: int = 0,
+             n: int | None = None, force: bool = False, shard: Shard | str | None = None,
+             batch_size: int = DEFAULT_BATCH_SIZE, progress: bool = True) -> Path:
+    """Generate dataset ``name`` into ``out`` (see ``factorbench generate --help``)."""
+    return write_dataset(get(name, params), out, seed=seed, n=n, force=force, shard=shard,
+                         batch_size=batch_size, progress=progress)
+
+
+_SHARD_NAME = re.compile(r"\.shard-(\d+)-of-(\d+)$")
+
+
+def find_shards(out: Path) -> list[Path]:
+    """The complete shard files ``OUT.shard-i-of-n`` next to ``out``, sorted by index."""
+    found = []
+    for p in out.parent.glob(f"{out.name}.shard-*-of-*"):
+        m = _SHARD_NAME.search(p.name)
+        if m and p.name == out.name + m.group(0):
+            found.append((int(m.group(1)), p))
+    return [p for _, p in sorted(found)]
+
+
+def _open_shard(p: Path) -> tuple[Shard, h5py.File]:
+    f = ff.open_h5(str(p))
+    if "shard" not in f.attrs or "manifest" not in f.attrs:
+        f.close()
+        raise FactorbenchError(f"{p} is not a complete shard; finish it by running its "
+                               "`factorbench generate ... --shard` command again")
+    return Shard.parse(str(f.attrs["shard"])), f
+
+
+def _check_shards(opened: list[tuple[Shard, h5py.File]]) -> DatasetSpec:
+    """All shards share one spec and renderer, cover every row once and match their manifests."""
+    first = opened[0][1]
+    spec = DatasetSpec.from_json(str(first.attrs["spec"]))
+    for shard, f in opened:
+        if f.attrs["spec"] != first.attrs["spec"] or f.attrs["renderer"] != first.attrs["renderer"]:
+            raise FactorbenchError(f"{f.filename} belongs to another dataset spec or renderer than {first.filename}")
+        if (int(f.attrs["row_start"]), int(f.attrs["row_stop"])) != shard.rows(spec.n):
+            raise FactorbenchError(f"{f.filename}: its rows do not match shard {shard.index}/{shard.count}")
+    counts = {s.count for s, _ in opened}
+    if len(counts) != 1 or sorted(s.index for s, _ in opened) != list(range(counts.pop())):
+        have = ", ".join(f"{s.index}/{s.count}" for s, _ in opened)
+        raise FactorbenchError(f"shards do not cover the dataset exactly once (have {have}); "
+                               "write the missing ones with --shard")
+    for _, f in opened:
+        if ff.content_hashes(f) != json.loads(str(f.attrs["manifest"]))["sha256"]:
+            raise FactorbenchError(f"{f.filename}: its data do not match the shard's manifest; "
+                                   "delete the shard and write it again")
+    return spec
+
+
+def merge_shards(out: str | os.PathLike, shards: list[str | os.PathLike] | None = None, *,
+                 force: bool = False, progress: bool = True, batch_size: int = DEFAULT_BATCH_SIZE) -> Path:
+    """Join shard files into ``out``; the result has the same content hashes as a single-process run."""
+    out = Path(out)
+    paths = [Path(p) for p in shards] if shards else find_shards(out)
+    if not paths:
+        raise FactorbenchError(f"no shards found for {out} (expected files named {out.name}.shard-I-of-N); "
+                               "write them with `factorbench generate ... --shard I/N`")
+    _check_destination(out, force)
+    opened: list[tuple[Shard, h5py.File]] = []
+    try:
+        for p in paths:
+            opened.append(_open_shard(p))
+        opened.sort(key=lambda t: t[0].index)
+        spec = _check_shards(opened)
+        ranges = [(*s.rows(spec.n), f) for s, f in opened]
+
+        def source(a: int, b: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+            parts = [(f, max(a, sa) - sa, min(b, sb) - sa) for sa, sb, f in ranges if max(a, sa) < min(b, sb)]
+            values = np.concatenate([f["factors"][lo:hi] for f, lo, hi in parts])
+            images = np.concatenate([f["images"][lo:hi] for f, lo, hi in parts])
+            classes = (np.concatenate([f["factor_classes"][lo:hi] for f, lo, hi in parts])
+                       if "factor_classes" in parts[0][0] else None)
+            return values, classes, images
+
+        first = opened[0][1]
+        return _write(out, spec, source, str(first.attrs["renderer"]), "factor_classes" in first, force=force,
+                      shard=None, batch_size=batch_size, progress=progress, desc=f"merge {spec.generator}")
+    finally:
+        for _, f in opened:
+            f.close()
