@@ -118,6 +118,9 @@ def read_header(f: h5py.File, path: str) -> tuple[DatasetSpec, dict[str, Any]]:
     if int(f.attrs.get("format_version", -1)) > FORMAT_VERSION:
         raise FactorbenchError(f"{path} uses file format {f.attrs['format_version']}, newer than this "
                                f"installation reads ({FORMAT_VERSION}); upgrade factorbench")
+    if "shard" in f.attrs:
+        raise FactorbenchError(f"{path} is shard {f.attrs['shard']} of a dataset, incomplete on its own: join the "
+                               "shards with `factorbench merge`")
     if "manifest" not in f.attrs:
         raise FactorbenchError(f"{path} is incomplete (a shard or an interrupted run): finish it with "
                                "`factorbench generate` (it resumes) or `factorbench merge`")

@@ -1,0 +1,60 @@
+"""Shared fixtures: generated dataset files (made once per test session) and a small i.i.d. generator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from factorbench.generators import Factor, Generator, get, write_dataset
+
+
+@dataclass(frozen=True)
+class ToyParams:
+    size: int = 8
+
+
+class ToyIID(Generator, register=False):
+    """Two continuous factors drawn i.i.d.; the image is a deterministic function of both."""
+
+    name: ClassVar[str] = "toy-iid"
+    version: ClassVar[str] = "0.0.1"
+    description: ClassVar[str] = "test generator"
+    citation: ClassVar[str] = ""
+    Params: ClassVar[type] = ToyParams
+    default_n: ClassVar[int] = 1000
+
+    def factors(self) -> tuple[Factor, ...]:
+        return (Factor("a", "continuous", low=0.0, high=1.0), Factor("b", "cyclic", low=0.0, high=2 * np.pi,
+                                                                      period=2 * np.pi))
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        return (self.params.size, self.params.size, 1)
+
+    def render(self, factors: np.ndarray) -> np.ndarray:
+        ramp = np.linspace(0, 1, self.params.size)
+        img = factors[:, 0, None, None] * ramp[None, :, None] + np.cos(factors[:, 1])[:, None, None] * ramp[None, None, :]
+        return np.rint(127.5 * (img + 1.0)).clip(0, 255).astype(np.uint8)[..., None]
+
+
+@pytest.fixture
+def toy() -> ToyIID:
+    return ToyIID()
+
+
+@pytest.fixture(scope="session")
+def generated(tmp_path_factory: pytest.TempPathFactory):
+    """``generated(name)`` -> path of that dataset with default settings, written once per session."""
+    root = tmp_path_factory.mktemp("datasets")
+    cache: dict[str, Path] = {}
+
+    def make(name: str) -> Path:
+        if name not in cache:
+            cache[name] = write_dataset(get(name), root / f"{name}.h5", progress=False)
+        return cache[name]
+
+    return make

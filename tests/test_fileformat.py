@@ -1,0 +1,229 @@
+"""Writing, reading back, sharding, resuming and verifying dataset files."""
+
+import json
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+from factorbench.benchmark import load, verify
+from factorbench.generators import (FactorbenchError, GenerationInterrupted, Shard, get, merge_shards,
+                                    write_dataset)
+from factorbench.generators import fileformat as ff
+
+
+def _contents(path):
+    with h5py.File(path, "r") as f:
+        manifest = json.loads(f.attrs["manifest"])
+        arrays = {k: f[k][:] for k in ("images", "factors")}
+    return manifest, arrays
+
+
+def test_round_trip_matches_the_generator(generated):
+    path = generated("square")
+    gen = get("square")
+    spec = gen.spec()
+    values, classes = gen.sample_factors(spec, 0, spec.n)
+    with load(path) as ds:
+        assert len(ds) == 4096 and ds.spec == spec
+        assert np.array_equal(ds.factors, values) and np.array_equal(ds.factor_classes, classes)
+        assert np.array_equal(ds.images[100:164], gen.render(values[100:164]))
+        assert ds.manifest["sha256"]["images"] == ff.sha256_array(gen.render(values))
+        assert ds.manifest["generator_version"] == gen.version and ds.manifest["spec_hash"] == spec.hash()
+        assert ds.factor_names == ("vertical_shift", "horizontal_shift")
+
+
+def test_storage_layout(generated):
+    with h5py.File(generated("arrow"), "r") as f:
+        images = f["images"]
+        assert images.dtype == np.uint8 and images.shape == (4096, 64, 64, 3)
+        assert images.chunks == (ff.CHUNK_ROWS, 64, 64, 3) and images.compression == ff.COMPRESSION
+        assert f["factors"].dtype == np.float64 and f["factor_classes"].dtype == np.int64
+        assert set(f["splits"]) == {"train", "validation", "test"}
+        assert "rows_written" not in f.attrs and "row_start" not in f.attrs
+
+
+def test_same_spec_and_seed_give_identical_data(tmp_path, toy):
+    a = write_dataset(toy, tmp_path / "a.h5", seed=4, n=700, progress=False, batch_size=64)
+    b = write_dataset(toy, tmp_path / "b.h5", seed=4, n=700, progress=False, batch_size=300)
+    c = write_dataset(toy, tmp_path / "c.h5", seed=5, n=700, progress=False)
+    (ma, xa), (mb, xb), (mc, _) = _contents(a), _contents(b), _contents(c)
+    assert ma == mb  # batch size does not change the data
+    assert all(xa[k].tobytes() == xb[k].tobytes() for k in xa)
+    assert mc["sha256"]["factors"] != ma["sha256"]["factors"]
+    assert "factor_classes" not in ma["sha256"]  # i.i.d. continuous factors have no classes
+
+
+@pytest.mark.parametrize("count", [1, 3, 4])
+def test_shards_merge_into_the_single_process_file(tmp_path, toy, count):
+    single = write_dataset(toy, tmp_path / "single.h5", seed=1, n=1001, progress=False, batch_size=128)
+    out = tmp_path / "merged.h5"
+    for i in reversed(range(count)):
+        write_dataset(toy, out, seed=1, n=1001, shard=f"{i}/{count}", progress=False, batch_size=100)
+    with pytest.raises(FactorbenchError, match="incomplete"):
+        load(Shard(0, count).path(out))
+    merged = merge_shards(out, progress=False)
+    (m1, x1), (m2, x2) = _contents(single), _contents(merged)
+    assert m1 == m2
+    assert all(np.array_equal(x1[k], x2[k]) for k in x1)
+    assert verify(merged).ok
+
+
+def test_merge_refuses_missing_or_foreign_shards(tmp_path, toy):
+    out = tmp_path / "m.h5"
+    with pytest.raises(FactorbenchError, match="no shards found"):
+        merge_shards(out, progress=False)
+    write_dataset(toy, out, seed=1, n=300, shard="0/3", progress=False)
+    write_dataset(toy, out, seed=1, n=300, shard="2/3", progress=False)
+    with pytest.raises(FactorbenchError, match=r"do not cover the dataset exactly once \(have 0/3, 2/3\)"):
+        merge_shards(out, progress=False)
+    write_dataset(toy, out, seed=2, n=300, shard="1/3", progress=False)
+    with pytest.raises(FactorbenchError, match="another dataset spec"):
+        merge_shards(out, progress=False)
+    assert not out.exists() and not (tmp_path / "m.h5.partial").exists()
+
+
+@pytest.mark.parametrize("text", ["3/2", "2/2", "-1/2", "1/0", "a/b", "1"])
+def test_bad_shard_specs_are_rejected(text):
+    with pytest.raises(FactorbenchError, match="shard"):
+        Shard.parse(text)
+
+
+class _Interrupting:
+    """Wraps a generator and raises KeyboardInterrupt once ``after`` rows have been rendered."""
+
+    def __init__(self, gen, after):
+        self.gen, self.after, self.rendered = gen, after, 0
+
+    def __getattr__(self, name):
+        return getattr(self.gen, name)
+
+    def render(self, factors):
+        if self.rendered >= self.after:
+            raise KeyboardInterrupt
+        self.rendered += len(factors)
+        return self.gen.render(factors)
+
+
+def test_interrupted_generation_resumes_to_the_same_hashes(tmp_path, toy):
+    reference = write_dataset(toy, tmp_path / "ref.h5", seed=3, n=1000, progress=False)
+    out = tmp_path / "out.h5"
+    flaky = _Interrupting(toy, after=300)
+    with pytest.raises(GenerationInterrupted, match="run the same command again to resume"):
+        write_dataset(flaky, out, seed=3, n=1000, progress=False, batch_size=100)
+    partial = tmp_path / "out.h5.partial"
+    assert not out.exists() and partial.exists()
+    with h5py.File(partial, "r") as f:
+        assert int(f.attrs["rows_written"]) == 300
+    counting = _Interrupting(toy, after=10**9)
+    write_dataset(counting, out, seed=3, n=1000, progress=False, batch_size=100)
+    assert counting.rendered == 700  # resumed: only the missing rows were rendered
+    assert not partial.exists()
+    assert _contents(out)[0] == _contents(reference)[0]
+
+
+def test_a_partial_file_of_another_job_or_a_broken_one_is_restarted(tmp_path, toy):
+    out = tmp_path / "out.h5"
+    with pytest.raises(GenerationInterrupted):
+        write_dataset(_Interrupting(toy, after=200), out, seed=9, n=1000, progress=False, batch_size=100)
+    counting = _Interrupting(toy, after=10**9)
+    write_dataset(counting, out, seed=3, n=1000, progress=False, batch_size=100)  # another seed
+    assert counting.rendered == 1000
+    (tmp_path / "b.h5.partial").write_bytes(b"not hdf5 at all")
+    write_dataset(toy, tmp_path / "b.h5", seed=3, n=1000, progress=False)
+    assert _contents(tmp_path / "b.h5")[0] == _contents(out)[0]
+
+
+def test_existing_output_needs_force_and_is_kept_on_failure(tmp_path, toy):
+    out = tmp_path / "x.h5"
+    write_dataset(toy, out, seed=1, n=100, progress=False)
+    before = out.read_bytes()
+    old_manifest = _contents(out)[0]
+    with pytest.raises(FactorbenchError, match="already exists; pass --force"):
+        write_dataset(toy, out, seed=2, n=100, progress=False)
+    with pytest.raises(GenerationInterrupted):  # a failed --force run leaves the old file untouched
+        write_dataset(_Interrupting(toy, after=0), out, seed=2, n=100, force=True, progress=False)
+    assert out.read_bytes() == before
+    write_dataset(toy, out, seed=2, n=100, force=True, progress=False)
+    assert _contents(out)[0]["sha256"]["factors"] != old_manifest["sha256"]["factors"]
+    assert load(out).spec.seed == 2
+
+
+def test_unwritable_destinations(tmp_path, toy):
+    with pytest.raises(FactorbenchError, match="does not exist"):
+        write_dataset(toy, tmp_path / "missing" / "x.h5", n=10, progress=False)
+    with pytest.raises(FactorbenchError, match="is a directory"):
+        write_dataset(toy, tmp_path, n=10, progress=False)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user who can write anywhere")
+        with pytest.raises(FactorbenchError, match="not writable"):
+            write_dataset(toy, locked / "x.h5", n=10, progress=False)
+    finally:
+        locked.chmod(0o700)
+
+
+def _flip_byte(path, dataset, chunk=0):
+    with h5py.File(path, "r") as f:
+        ds = f[dataset]
+        if ds.chunks:
+            info = ds.id.get_chunk_info(chunk)
+            offset = info.byte_offset + info.size // 2
+        else:
+            offset = ds.id.get_offset() + 8 * 37 + 3
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        byte = fh.read(1)
+        fh.seek(offset)
+        fh.write(bytes([byte[0] ^ 0x01]))
+
+
+@pytest.mark.parametrize("dataset", ["images", "factors", "factor_classes", "splits/train"])
+def test_verify_catches_a_flipped_byte(tmp_path, generated, dataset):
+    path = tmp_path / "copy.h5"
+    path.write_bytes(generated("square").read_bytes())
+    assert verify(path).ok
+    _flip_byte(path, dataset, chunk=3)
+    report = verify(path)
+    assert not report.ok
+    assert any(p.startswith(dataset) for p in report.problems), report.problems
+
+
+def test_corrupted_or_foreign_files_give_clear_errors(tmp_path, generated):
+    junk = tmp_path / "junk.h5"
+    junk.write_bytes(b"\x89HDF\r\n" + b"\x00" * 100)
+    with pytest.raises(FactorbenchError, match="cannot be opened as an HDF5 file"):
+        load(junk)
+    assert not verify(junk).ok
+    truncated = tmp_path / "truncated.h5"
+    truncated.write_bytes(generated("square").read_bytes()[:50000])
+    with pytest.raises(FactorbenchError, match="cannot be opened|corrupted"):
+        load(truncated)
+    other = tmp_path / "other.h5"
+    with h5py.File(other, "w") as f:
+        f["x"] = np.arange(3)
+    with pytest.raises(FactorbenchError, match="not a factorbench dataset file"):
+        load(other)
+    assert "not a factorbench dataset" in verify(other).problems[0]
+    with pytest.raises(FactorbenchError, match="no such file"):
+        load(tmp_path / "absent.h5")
+    corrupted = tmp_path / "corrupted.h5"
+    corrupted.write_bytes(generated("square").read_bytes())
+    _flip_byte(corrupted, "images", chunk=5)
+    with pytest.raises(FactorbenchError, match="corrupted"):
+        load(corrupted).images[5 * ff.CHUNK_ROWS]
+
+
+def test_edited_spec_is_caught(tmp_path, generated):
+    path = tmp_path / "copy.h5"
+    path.write_bytes(generated("square").read_bytes())
+    with h5py.File(path, "r+") as f:
+        spec = json.loads(f.attrs["spec"])
+        spec["seed"] = 99
+        f.attrs["spec"] = json.dumps(spec)
+    report = verify(path)
+    assert not report.ok and any("spec" in p for p in report.problems)

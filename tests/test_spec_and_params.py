@@ -1,0 +1,111 @@
+import json
+import math
+
+import numpy as np
+import pytest
+
+from factorbench.generators import DatasetSpec, Factor, FactorbenchError, RandomSplit, get, list_datasets, split_from_dict
+from factorbench.generators.params import parse_param_assignments
+
+
+def test_registry_lists_every_dataset_with_a_description():
+    names = list_datasets()
+    assert {"square", "arrow"} <= set(names)
+    assert all(desc and "\n" not in desc for desc in names.values())
+
+
+def test_unknown_dataset_names_the_available_ones():
+    with pytest.raises(FactorbenchError, match="unknown dataset 'nope'.*square"):
+        get("nope")
+
+
+@pytest.mark.parametrize("name", sorted(list_datasets()))
+def test_spec_round_trips_through_json_with_the_same_hash(name):
+    spec = get(name).spec(seed=3)
+    again = DatasetSpec.from_json(spec.to_json())
+    assert again == spec
+    assert again.hash() == spec.hash()
+    assert json.loads(spec.to_json())["seed"] == 3
+
+
+def test_spec_hash_changes_with_seed_params_and_version():
+    base = get("square").spec()
+    assert get("square").spec(seed=1).hash() != base.hash()
+    assert get("square", {"side": 8}).spec().hash() != base.hash()
+    bumped = DatasetSpec(base.generator, "9.9.9", base.params, base.seed, base.n, base.image_shape, base.factors,
+                         base.splits)
+    assert bumped.hash() != base.hash()
+
+
+def test_cyclic_grid_factor_values_and_classes():
+    f = Factor.cyclic_grid("t", 64)
+    assert f.values[1] == pytest.approx(2 * math.pi / 64) and f.period == pytest.approx(2 * math.pi)
+    # classes use the cyclic distance: a value just below 2 pi is class 0
+    assert list(f.classes_of(np.array([0.0, 2 * math.pi - 1e-9, f.values[5] + 1e-6]))) == [0, 0, 5]
+    assert Factor.from_dict(f.to_dict()) == f
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"kind": "angle", "low": 0.0, "high": 1.0}, "kind must be one of"),
+    ({"kind": "continuous", "low": 1.0, "high": 1.0}, "interval low < high"),
+    ({"kind": "cyclic", "low": 0.0, "high": 1.0}, "positive period"),
+    ({"kind": "categorical", "values": (1.0, 0.0)}, "strictly increasing"),
+])
+def test_invalid_factors_are_rejected(kwargs, message):
+    with pytest.raises(FactorbenchError, match=message):
+        Factor("f", **kwargs)
+
+
+def test_params_are_parsed_by_type_with_clear_errors():
+    assert get("square", {"side": "8"}).params.side == 8
+    with pytest.raises(FactorbenchError, match="unknown parameter 'sides'; valid parameters are: side"):
+        get("square", {"sides": "8"})
+    with pytest.raises(FactorbenchError, match="'side' expects int, got 'big'"):
+        get("square", {"side": "big"})
+    with pytest.raises(FactorbenchError, match="side must be between 1 and 63"):
+        get("square", {"side": 64})
+    with pytest.raises(FactorbenchError, match="expects int"):
+        get("square", {"side": 2.5})
+
+
+def test_param_assignments():
+    assert parse_param_assignments(["side=8", "x = 1"]) == {"side": "8", "x": " 1"}
+    with pytest.raises(FactorbenchError, match="key=value"):
+        parse_param_assignments(["side"])
+    with pytest.raises(FactorbenchError, match="given twice"):
+        parse_param_assignments(["side=1", "side=2"])
+
+
+def test_grid_dataset_rejects_another_size():
+    with pytest.raises(FactorbenchError, match="full grid of 4096"):
+        get("square").spec(n=100)
+
+
+def test_random_split_is_a_seeded_partition_and_round_trips():
+    split = RandomSplit(seed=5)
+    parts = split.assign(np.zeros((1001, 2)), None)
+    assert [len(parts[k]) for k in ("train", "validation", "test")] == [801, 100, 100]
+    joined = np.sort(np.concatenate(list(parts.values())))
+    assert np.array_equal(joined, np.arange(1001))
+    assert all(np.all(np.diff(p) > 0) for p in parts.values())
+    again = split_from_dict(json.loads(json.dumps(split.to_dict())))
+    assert again == split and again.hash() == split.hash()
+    assert all(np.array_equal(parts[k], again.assign(np.zeros((1001, 2)), None)[k]) for k in parts)
+    assert not np.array_equal(RandomSplit(seed=6).assign(np.zeros((1001, 2)), None)["test"], parts["test"])
+    with pytest.raises(FactorbenchError, match="sum to 1"):
+        RandomSplit(fractions=(0.5, 0.2, 0.2))
+    with pytest.raises(FactorbenchError, match="unknown split kind"):
+        split_from_dict({"kind": "magic"})
+
+
+def test_iid_sampling_is_reproducible_for_any_range(toy):
+    spec = toy.spec(seed=7, n=10000)
+    full, classes = toy.sample_factors(spec, 0, 10000)
+    assert classes is None and full.shape == (10000, 2)
+    for a, b in [(0, 1), (4095, 4097), (5000, 9999), (8192, 10000)]:
+        part, _ = toy.sample_factors(spec, a, b)
+        assert np.array_equal(part, full[a:b])
+    assert full[:, 0].min() >= 0 and full[:, 0].max() < 1 and full[:, 1].max() < 2 * np.pi
+    assert abs(full[:, 0].mean() - 0.5) < 0.01  # uniform
+    other, _ = toy.sample_factors(toy.spec(seed=8, n=10000), 0, 10000)
+    assert not np.array_equal(other, full)
