@@ -1,0 +1,60 @@
+"""One set of checks run on every registered dataset (shapes, dtypes, counts, domains, splits, hashes)."""
+
+import numpy as np
+import pytest
+
+from factorbench.benchmark import load, verify
+from factorbench.generators import get, list_datasets
+
+DATASETS = sorted(list_datasets())
+
+
+class TestEveryDataset:
+    @pytest.fixture(params=DATASETS, scope="class")
+    def ds(self, request, generated):
+        with load(generated(request.param)) as ds:
+            yield ds
+
+    def test_shapes_and_dtypes(self, ds):
+        gen = get(ds.spec.generator)
+        n, k = len(ds), len(ds.spec.factors)
+        assert n == gen.full_size() and ds.images.shape == (n, *gen.image_shape)
+        assert ds.images[:2].dtype == np.uint8
+        assert ds.factors.shape == (n, k) and ds.factors.dtype == np.float64
+        if gen.is_grid:
+            assert ds.factor_classes.shape == (n, k) and ds.factor_classes.dtype == np.int64
+
+    def test_factor_values_lie_in_their_domains(self, ds):
+        for j, factor in enumerate(ds.spec.factors):
+            col = ds.factors[:, j]
+            assert col.min() >= factor.low and col.max() <= factor.high
+            if factor.kind == "cyclic":
+                assert col.max() < factor.low + factor.period
+            if factor.is_grid:
+                classes = ds.factor_classes[:, j]
+                assert np.array_equal(np.asarray(factor.values)[classes], col)
+                assert np.array_equal(factor.classes_of(col), classes)
+                assert np.array_equal(np.bincount(classes), np.full(len(factor.values), len(ds) // len(factor.values)))
+
+    def test_grid_is_covered_exactly_once(self, ds):
+        if ds.factor_classes is None:
+            pytest.skip("not a grid dataset")
+        shape = tuple(len(f.values) for f in ds.spec.factors)
+        flat = np.ravel_multi_index(tuple(ds.factor_classes.T), shape)
+        assert np.array_equal(np.sort(flat), np.arange(np.prod(shape)))
+
+    def test_splits_are_disjoint_and_in_range(self, ds):
+        assert ds.split_names
+        seen = np.zeros(len(ds), int)
+        for name in ds.split_names:
+            idx = ds.split_indices(name)
+            assert idx.dtype == np.int64 and np.all(np.diff(idx) > 0) and idx.min() >= 0 and idx.max() < len(ds)
+            seen[idx] += 1
+        assert seen.max() == 1
+
+    def test_file_verifies_and_matches_a_fresh_render(self, ds):
+        assert verify(ds.path).ok
+        rows = np.random.default_rng(0).choice(len(ds), 32, replace=False)
+        gen = get(ds.spec.generator, ds.spec.params)
+        assert np.array_equal(gen.render(ds.factors[rows]), ds.images[rows])
+        assert np.array_equal(gen.render(ds.factors[rows]), gen.render(ds.factors[rows]))

@@ -1,0 +1,78 @@
+"""The reader: lazy chunked image access, factors, splits and subset views."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+from factorbench.benchmark import FactorbenchError, load
+
+
+@pytest.fixture(scope="module")
+def square(generated):
+    with load(generated("square")) as ds:
+        yield ds, ds.images[:]
+
+
+def test_indexing_matches_the_full_array(square):
+    ds, full = square
+    assert ds.images.shape == full.shape == (4096, 64, 64, 3) and len(ds.images) == 4096
+    assert np.array_equal(ds.images[7], full[7]) and np.array_equal(ds.images[-1], full[-1])
+    assert np.array_equal(ds.images[10:200:3], full[10:200:3])
+    for idx in ([5, 1, 5, 4095, 0], np.array([3000, 12, 12]), np.arange(4096)[::-97], []):
+        assert np.array_equal(ds.images[idx], full[np.asarray(idx, dtype=int)])
+    mask = np.zeros(4096, bool)
+    mask[[2, 900]] = True
+    assert np.array_equal(ds.images[mask], full[[2, 900]])
+    assert np.array_equal(np.asarray(ds.images)[:3], full[:3])
+
+
+@pytest.mark.parametrize("bad", [4096, -4097, [0, 4096], np.array([0.5]), np.zeros(3, bool)])
+def test_bad_indices_raise_index_error(square, bad):
+    ds, _ = square
+    with pytest.raises(IndexError):
+        ds.images[bad]
+
+
+def test_splits_are_disjoint_views(square):
+    ds, full = square
+    assert set(ds.split_names) == {"train", "validation", "test"}
+    parts = [ds.split_indices(name) for name in ds.split_names]
+    assert sum(map(len, parts)) == 4096 and len(np.unique(np.concatenate(parts))) == 4096
+    test = ds.split("test")
+    assert len(test) == len(parts[0]) and np.array_equal(test.indices, ds.split_indices("test"))
+    assert np.array_equal(test.images[3:6], full[test.indices[3:6]])
+    assert np.array_equal(test.factors, ds.factors[test.indices])
+    assert np.array_equal(test.factor_classes, ds.factor_classes[test.indices])
+    assert ds.info["splits"] == {name: len(ds.split_indices(name)) for name in ds.split_names}
+    with pytest.raises(FactorbenchError, match="no split 'zeroshot'; its splits are: test, train, validation"):
+        ds.split("zeroshot")
+
+
+def test_factors_are_read_only(square):
+    ds, _ = square
+    with pytest.raises(ValueError):
+        ds.factors[0, 0] = 1.0
+
+
+def test_dataset_pickles_and_reopens(square):
+    ds, full = square
+    clone = pickle.loads(pickle.dumps(ds))
+    assert np.array_equal(clone.images[[9, 8]], full[[9, 8]])
+    clone.close()
+
+
+def test_to_torch(square):
+    torch = pytest.importorskip("torch")
+    ds, full = square
+    tds = ds.to_torch(split="train")
+    assert len(tds) == len(ds.split_indices("train"))
+    x, y = tds[0]
+    row = ds.split_indices("train")[0]
+    assert x.shape == (3, 64, 64) and x.dtype == torch.float32
+    assert torch.allclose(x, torch.from_numpy(full[row].transpose(2, 0, 1)).float() / 255)
+    assert np.array_equal(y.numpy(), ds.factors[row])
+    loader = torch.utils.data.DataLoader(tds, batch_size=100, num_workers=2)
+    xb, yb = next(iter(loader))
+    assert xb.shape == (100, 3, 64, 64) and yb.shape == (100, 2)
+    assert np.array_equal(yb.numpy(), ds.factors[ds.split_indices("train")[:100]])
