@@ -51,6 +51,7 @@ def show(path: str | os.PathLike, out: str | os.PathLike, per_factor: int = 8, f
         raise FactorbenchError(f"--per-factor must be at least 2, got {per_factor}")
     with load(path) as ds:
         rows = traversal_rows(ds, per_factor)
+        classes = ds.factor_classes
         k = len(rows)
         fig, axes = plt.subplots(k, per_factor, figsize=(1.3 * per_factor + 1.2, 1.5 * k + 0.5), squeeze=False)
         for r, (factor, idx) in enumerate(zip(ds.spec.factors, rows)):
@@ -61,7 +62,8 @@ def show(path: str | os.PathLike, out: str | os.PathLike, per_factor: int = 8, f
                 ax.set_yticks([])
                 if c < len(idx):
                     ax.imshow(images[c].squeeze(), cmap="gray", vmin=0, vmax=255, interpolation="nearest")
-                    ax.set_title(f"{ds.factors[idx[c], r]:.3g}", fontsize=8)
+                    value = f"{ds.factors[idx[c], r]:.3g}"
+                    ax.set_title(f"j={classes[idx[c], r]} ({value})" if factor.is_grid else value, fontsize=8)
                 else:
                     ax.axis("off")
             axes[r, 0].set_ylabel(factor.name, fontsize=9)

@@ -97,4 +97,4 @@ class Factor:
             dom = f"[{self.low:.4g}, {self.high:.4g}{right}"
         per = f", period {self.period:.4g}" if self.period is not None else ""
         desc = f"  {self.description}" if self.description else ""
-        return f"{self.name:<12} {self.kind:<11} {dom}{per}{desc}"
+        return f"{self.name:<18} {self.kind:<11} {dom}{per}{desc}"

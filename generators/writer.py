@@ -65,7 +65,7 @@ class Shard:
 
 
 def _check_destination(path: Path, force: bool) -> None:
-    parent = path.parent if str(path.parent) else Path(".")
+    parent = path.parent
     if path.is_dir():
         raise FactorbenchError(f"{path} is a directory; give a file name such as {path / 'data.h5'}")
     if not parent.is_dir():

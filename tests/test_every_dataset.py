@@ -9,12 +9,13 @@ from factorbench.generators import get, list_datasets
 DATASETS = sorted(list_datasets())
 
 
-class TestEveryDataset:
-    @pytest.fixture(params=DATASETS, scope="class")
-    def ds(self, request, generated):
-        with load(generated(request.param)) as ds:
-            yield ds
+@pytest.fixture(params=DATASETS, scope="module")
+def ds(request, generated):
+    with load(generated(request.param)) as ds:
+        yield ds
 
+
+class TestEveryDataset:
     def test_shapes_and_dtypes(self, ds):
         gen = get(ds.spec.generator)
         n, k = len(ds), len(ds.spec.factors)
