@@ -24,7 +24,8 @@ def _rows_of(key: Index, n: int) -> np.ndarray | slice | int:
             raise IndexError(f"index {i} is out of range for {n} samples")
         return i % n
     if isinstance(key, slice):
-        return key
+        # h5py reads forward slices only; other steps become index arrays
+        return key if key.step in (None, 1) else np.arange(n)[key]
     arr = np.asarray(key)
     if arr.dtype == bool:
         if arr.shape != (n,):

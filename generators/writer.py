@@ -141,8 +141,11 @@ def _fill(f: h5py.File, source: BatchSource, start: int, stop: int, done: int, b
 
 
 def _finalise(f: h5py.File, spec: DatasetSpec, renderer: str, shard: Shard | None) -> None:
-    del f.attrs["rows_written"]
+    """Write the splits and the manifest; the progress attributes go last, so an interrupted
+    finalisation is simply redone when the command is run again."""
     if shard is None:
+        if "splits" in f:
+            del f["splits"]
         factors = f["factors"][:]
         classes = f["factor_classes"][:] if "factor_classes" in f else None
         group = f.create_group("splits")
@@ -153,11 +156,13 @@ def _finalise(f: h5py.File, spec: DatasetSpec, renderer: str, shard: Shard | Non
                     raise FactorbenchError(f"{spec.generator}: two default splits are both called {name!r}")
                 group.create_dataset(name, data=idx.astype(np.int64))
                 group[name].attrs["split_spec"] = canonical_json(split.to_dict())
-        for key in ("row_start", "row_stop", "renderer"):
-            del f.attrs[key]
+        progress_attrs = ("rows_written", "row_start", "row_stop", "renderer")
     else:
         f.attrs["shard"] = f"{shard.index}/{shard.count}"
+        progress_attrs = ("rows_written",)
     ff.store_manifest(f, ff.compute_manifest(f, spec, renderer))
+    for key in progress_attrs:
+        del f.attrs[key]
 
 
 def _write(out: Path, spec: DatasetSpec, source: BatchSource, renderer: str, has_classes: bool, *,

@@ -221,3 +221,21 @@ def test_edited_spec_is_caught(tmp_path, generated):
         f.attrs["spec"] = json.dumps(spec)
     report = verify(path)
     assert not report.ok and any("spec" in p for p in report.problems)
+
+
+def test_interrupted_finalisation_is_redone(tmp_path, toy, monkeypatch):
+    reference = write_dataset(toy, tmp_path / "ref.h5", seed=3, n=500, progress=False)
+    real = ff.compute_manifest
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ff, "compute_manifest", interrupted)
+    out = tmp_path / "out.h5"
+    with pytest.raises(GenerationInterrupted):
+        write_dataset(toy, out, seed=3, n=500, progress=False)
+    monkeypatch.setattr(ff, "compute_manifest", real)
+    counting = _Interrupting(toy, after=10**9)
+    write_dataset(counting, out, seed=3, n=500, progress=False)
+    assert counting.rendered == 0  # all rows were written: only the splits and the manifest were redone
+    assert _contents(out)[0] == _contents(reference)[0]

@@ -76,3 +76,10 @@ def test_to_torch(square):
     xb, yb = next(iter(loader))
     assert xb.shape == (100, 3, 64, 64) and yb.shape == (100, 2)
     assert np.array_equal(yb.numpy(), ds.factors[ds.split_indices("train")[:100]])
+
+
+def test_strided_and_reversed_slices(square):
+    ds, full = square
+    assert np.array_equal(ds.images[::-1][:5], full[::-1][:5])
+    assert np.array_equal(ds.images[4000:100:-450], full[4000:100:-450])
+    assert np.array_equal(ds.split("train").images[::-7], full[ds.split_indices("train")[::-7]])

@@ -109,3 +109,14 @@ def test_iid_sampling_is_reproducible_for_any_range(toy):
     assert abs(full[:, 0].mean() - 0.5) < 0.01  # uniform
     other, _ = toy.sample_factors(toy.spec(seed=8, n=10000), 0, 10000)
     assert not np.array_equal(other, full)
+
+
+def test_generator_for_spec_rebuilds_the_generator_and_refuses_other_versions():
+    from factorbench.generators import generator_for_spec
+
+    spec = get("square", {"side": 6}).spec(seed=1)
+    gen = generator_for_spec(spec)
+    assert gen.params.side == 6 and gen.spec(seed=1) == spec
+    old = DatasetSpec.from_dict({**spec.to_dict(), "version": "0.9.0"})
+    with pytest.raises(FactorbenchError, match="made by version 0.9.0.*regenerate"):
+        generator_for_spec(old)
