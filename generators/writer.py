@@ -98,6 +98,9 @@ def _open_partial(partial: Path, spec: DatasetSpec, start: int, stop: int, rende
     if partial.exists():
         try:
             f = h5py.File(partial, "a")
+        except BlockingIOError:  # HDF5's file lock: another process is writing it
+            raise FactorbenchError(f"{partial} is being written by another process; wait for it to finish "
+                                   "or stop it, then run this command again") from None
         except OSError:
             f = None
         if f is not None:

@@ -239,3 +239,21 @@ def test_interrupted_finalisation_is_redone(tmp_path, toy, monkeypatch):
     write_dataset(counting, out, seed=3, n=500, progress=False)
     assert counting.rendered == 0  # all rows were written: only the splits and the manifest were redone
     assert _contents(out)[0] == _contents(reference)[0]
+
+
+def test_a_partial_file_in_use_by_another_process_is_left_alone(tmp_path, toy):
+    import subprocess
+    import sys
+
+    partial = tmp_path / "x.h5.partial"
+    holder = subprocess.Popen([sys.executable, "-c", "import h5py, sys, time; f = h5py.File(sys.argv[1], 'w'); "
+                               "f.flush(); print('ready', flush=True); time.sleep(30)", str(partial)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        with pytest.raises(FactorbenchError, match="being written by another process"):
+            write_dataset(toy, tmp_path / "x.h5", n=10, progress=False)
+        assert partial.exists()
+    finally:
+        holder.kill()
+        holder.wait()
