@@ -13,8 +13,12 @@ from factorbench import generators
 from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.fileformat import package_version
 from factorbench.generators.params import parse_param_assignments
+from factorbench.generators.presets import applicable_presets, resolve_split
+from factorbench.generators.splits import RandomSplit, split_from_dict
+from factorbench.generators.writer import add_split
 
 from .dataset import load
+from .dependence import factor_dependence
 from .show import show
 from .verify import verify
 
@@ -46,6 +50,9 @@ def _print_generator_info(name: str, params: dict[str, str]) -> None:
     print("  splits written into every file:")
     for s in info["splits"]:
         print(f"    {json.dumps(s)}")
+    print("  split presets (add one to a file with `factorbench split FILE --spec NAME`):")
+    for name, desc in applicable_presets(gen.factors()).items():
+        print(f"    {name:<18} {desc}")
     print("  citation:")
     print(textwrap.indent(info["citation"], "    "))
 
@@ -61,9 +68,13 @@ def _print_file_info(path: str) -> None:
         print("  factors:")
         for f in spec.factors:
             print(f"    {f.describe()}")
-        print("  splits:")
+        print("  splits (size; pairwise dependence of the factors on the split: Pearson r, normalised MI adjusted for chance):")
         for name, size in info["splits"].items():
-            print(f"    {name:<12} {size}")
+            print(f"    {name:<24} {size}")
+            idx = ds.split_indices(name)
+            if len(idx) > 1:
+                for a, b, r, nmi in factor_dependence(ds.factors[idx], spec.factors).pairs():
+                    print(f"      {a} ~ {b}: r = {r:+.3f}, AMI = {nmi:+.3f}")
 
 
 @command("list", "list the datasets with one-line descriptions")
@@ -124,6 +135,24 @@ def _merge(p: argparse.ArgumentParser) -> None:
     def run(args: argparse.Namespace) -> int:
         written = generators.merge_shards(args.out, args.shards or None, force=args.force, progress=not args.quiet)
         print(f"wrote {written}")
+        return 0
+    p.set_defaults(run=run)
+
+
+@command("split", "add a split (a preset name or a JSON split spec) to a dataset file, without rewriting it")
+def _split(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--spec", required=True, metavar="NAME_OR_JSON",
+                   help="a preset (see `factorbench info DATASET`) or a JSON split spec")
+    p.add_argument("--force", action="store_true", help="replace splits of the same name")
+
+    def run(args: argparse.Namespace) -> int:
+        with load(args.file) as ds:
+            partition = split_from_dict(ds.spec.splits[0]) if ds.spec.splits else RandomSplit(seed=ds.spec.seed)
+            split = resolve_split(args.spec, ds.spec.factors, partition)
+        sizes = add_split(args.file, split, force=args.force)
+        for name, size in sizes.items():
+            print(f"added split {name!r} ({size} samples) to {args.file}")
         return 0
     p.set_defaults(run=run)
 

@@ -12,6 +12,7 @@ import numpy as np
 from factorbench.generators import fileformat as ff
 from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.spec import DatasetSpec
+from factorbench.generators.splits import FactorTable
 
 Index = int | slice | np.ndarray | list[int]
 
@@ -197,7 +198,8 @@ class Dataset(_Table):
         return tuple(sorted(self._h5().get("splits", {})))
 
     def split_indices(self, name: str) -> np.ndarray:
-        """Sorted int64 sample indices of split ``name``."""
+        """Sorted int64 sample indices of split ``name`` (correlated training sets, drawn with replacement,
+        may repeat an index)."""
         splits = self._h5().get("splits", {})
         if name not in splits:
             raise FactorbenchError(f"{self.path} has no split {name!r}; its splits are: "
@@ -212,6 +214,10 @@ class Dataset(_Table):
         rows = _rows_of(indices, len(self))
         rows = np.arange(len(self))[rows] if not isinstance(rows, np.ndarray) else rows
         return Subset(self, np.atleast_1d(rows), "subset")
+
+    def factor_table(self) -> FactorTable:
+        """Factor values, classes and factor descriptions, as split specs see them."""
+        return FactorTable(self.factors, self.factor_classes, self.spec.factors)
 
     @property
     def info(self) -> dict[str, Any]:

@@ -46,8 +46,8 @@ def _check_structure(f: Any, spec: Any, manifest: dict[str, Any]) -> list[str]:
         problems.append("spec: its hash differs from the manifest's spec_hash (the spec attribute was edited)")
     for name in f.get("splits", {}):
         idx = f["splits"][name][:]
-        if idx.size and (idx.min() < 0 or idx.max() >= n or np.any(np.diff(idx) <= 0)):
-            problems.append(f"splits/{name}: indices are not sorted, unique and within 0..{n - 1}")
+        if idx.size and (idx.min() < 0 or idx.max() >= n or np.any(np.diff(idx) < 0)):
+            problems.append(f"splits/{name}: indices are not sorted and within 0..{n - 1}")
     return problems
 
 

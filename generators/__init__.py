@@ -5,11 +5,16 @@ from .base import Generator, generator_for_spec, get, list_datasets
 from .errors import FactorbenchError
 from .factors import Factor
 from .spec import DatasetSpec
-from .splits import RandomSplit, SplitSpec, split_from_dict
-from .writer import GenerationInterrupted, Shard, generate, merge_shards, write_dataset
+from .presets import PRESETS, applicable_presets, resolve_split
+from .splits import (CompositionSplit, CorrelatedPair, CorrelatedSplit, ExtrapolationSplit, FactorTable, GapSplit,
+                     InterpolationSplit, OrderedSplit, RandomSplit, RecombinationSplit, SplitSpec,
+                     sample_correlated_factors, split_from_dict)
+from .writer import GenerationInterrupted, Shard, add_split, generate, merge_shards, write_dataset
 
 __all__ = [
-    "DatasetSpec", "Factor", "FactorbenchError", "GenerationInterrupted", "Generator", "RandomSplit", "Shard",
-    "SplitSpec", "generate", "generator_for_spec", "get", "list_datasets", "merge_shards", "split_from_dict",
-    "write_dataset",
+    "PRESETS", "CompositionSplit", "CorrelatedPair", "CorrelatedSplit", "DatasetSpec", "ExtrapolationSplit", "Factor",
+    "FactorTable", "FactorbenchError", "GapSplit", "GenerationInterrupted", "Generator", "InterpolationSplit",
+    "OrderedSplit", "RandomSplit", "RecombinationSplit", "Shard", "SplitSpec", "add_split", "applicable_presets",
+    "generate", "generator_for_spec", "get", "list_datasets", "merge_shards", "resolve_split",
+    "sample_correlated_factors", "split_from_dict", "write_dataset",
 ]

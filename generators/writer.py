@@ -25,7 +25,7 @@ from . import fileformat as ff
 from .base import Generator, generator_for_spec, get
 from .errors import FactorbenchError
 from .spec import DatasetSpec, canonical_json
-from .splits import split_from_dict
+from .splits import FactorTable, SplitSpec, split_from_dict
 
 DEFAULT_BATCH_SIZE = 512
 PARTIAL_SUFFIX = ".partial"
@@ -149,12 +149,11 @@ def _finalise(f: h5py.File, spec: DatasetSpec, renderer: str, shard: Shard | Non
     if shard is None:
         if "splits" in f:
             del f["splits"]
-        factors = f["factors"][:]
-        classes = f["factor_classes"][:] if "factor_classes" in f else None
+        table = FactorTable(f["factors"][:], f["factor_classes"][:] if "factor_classes" in f else None, spec.factors)
         group = f.create_group("splits")
         for split_dict in spec.splits:
             split = split_from_dict(split_dict)
-            for name, idx in split.assign(factors, classes).items():
+            for name, idx in split.assign(table).items():
                 if name in group:
                     raise FactorbenchError(f"{spec.generator}: two default splits are both called {name!r}")
                 group.create_dataset(name, data=idx.astype(np.int64))
@@ -288,3 +287,50 @@ def merge_shards(out: str | os.PathLike, shards: list[str | os.PathLike] | None 
     finally:
         for _, f in opened:
             f.close()
+
+
+def add_split(path: str | os.PathLike, split: SplitSpec, *, force: bool = False) -> dict[str, int]:
+    """Add the parts of ``split`` to an existing dataset file, without rewriting its images.
+
+    The new index arrays are written under temporary names, then renamed and entered in the manifest
+    in one short metadata step; on any failure (or Ctrl-C) the temporary arrays are removed and the
+    file is as it was. Existing splits of the same name are replaced only with ``force``.
+    Returns ``{split name: size}``.
+    """
+    try:
+        f = h5py.File(path, "r+")
+    except BlockingIOError:
+        raise FactorbenchError(f"{path} is open for writing by another process; try again when it is done") from None
+    except OSError:
+        f = ff.open_h5(str(path))  # raises the clear error for a missing or broken file
+        f.close()
+        raise FactorbenchError(f"{path} is not writable; check its permissions") from None
+    with f:
+        spec, manifest = ff.read_header(f, str(path))
+        table = FactorTable(f["factors"][:], f["factor_classes"][:] if "factor_classes" in f else None, spec.factors)
+        parts = split.assign(table)
+        group = f.require_group("splits")
+        clash = sorted(set(parts) & set(group))
+        if clash and not force:
+            raise FactorbenchError(f"{path} already has split(s) {', '.join(clash)}; pass --force to replace them")
+        pending = {name: f".pending-{name}" for name in parts}
+        try:
+            for name, idx in parts.items():
+                if pending[name] in group:
+                    del group[pending[name]]
+                group.create_dataset(pending[name], data=idx.astype(np.int64))
+                group[pending[name]].attrs["split_spec"] = canonical_json(split.to_dict())
+            hashes = {f"splits/{name}": ff.sha256_array(idx.astype(np.int64)) for name, idx in parts.items()}
+            for name in parts:
+                if name in group:
+                    del group[name]
+                group.move(pending[name], name)
+            manifest["sha256"].update(hashes)
+            manifest["shapes"] = ff.shapes_of(f)
+            ff.store_manifest(f, manifest)
+        except BaseException:
+            for name in pending.values():
+                if name in group:
+                    del group[name]
+            raise
+    return {name: len(idx) for name, idx in parts.items()}

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from factorbench.generators import DatasetSpec, Factor, FactorbenchError, RandomSplit, get, list_datasets, split_from_dict
+from factorbench.generators import DatasetSpec, Factor, FactorbenchError, get, list_datasets
 from factorbench.generators.params import parse_param_assignments
 
 
@@ -79,23 +79,6 @@ def test_param_assignments():
 def test_grid_dataset_rejects_another_size():
     with pytest.raises(FactorbenchError, match="full grid of 4096"):
         get("square").spec(n=100)
-
-
-def test_random_split_is_a_seeded_partition_and_round_trips():
-    split = RandomSplit(seed=5)
-    parts = split.assign(np.zeros((1001, 2)), None)
-    assert [len(parts[k]) for k in ("train", "validation", "test")] == [801, 100, 100]
-    joined = np.sort(np.concatenate(list(parts.values())))
-    assert np.array_equal(joined, np.arange(1001))
-    assert all(np.all(np.diff(p) > 0) for p in parts.values())
-    again = split_from_dict(json.loads(json.dumps(split.to_dict())))
-    assert again == split and again.hash() == split.hash()
-    assert all(np.array_equal(parts[k], again.assign(np.zeros((1001, 2)), None)[k]) for k in parts)
-    assert not np.array_equal(RandomSplit(seed=6).assign(np.zeros((1001, 2)), None)["test"], parts["test"])
-    with pytest.raises(FactorbenchError, match="sum to 1"):
-        RandomSplit(fractions=(0.5, 0.2, 0.2))
-    with pytest.raises(FactorbenchError, match="unknown split kind"):
-        split_from_dict({"kind": "magic"})
 
 
 def test_iid_sampling_is_reproducible_for_any_range(toy):
