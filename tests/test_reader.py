@@ -83,3 +83,23 @@ def test_strided_and_reversed_slices(square):
     assert np.array_equal(ds.images[::-1][:5], full[::-1][:5])
     assert np.array_equal(ds.images[4000:100:-450], full[4000:100:-450])
     assert np.array_equal(ds.split("train").images[::-7], full[ds.split_indices("train")[::-7]])
+
+
+def test_show_traverses_grid_and_iid_datasets(tmp_path, generated, toy):
+    from factorbench.benchmark import show
+    from factorbench.benchmark.show import traversal_rows
+    from factorbench.generators import write_dataset
+
+    with load(generated("square")) as ds:
+        rows = traversal_rows(ds, 8)
+        # vertical shift varies over 8 evenly spaced classes while the horizontal one stays at sample 0's
+        assert list(ds.factor_classes[rows[0], 0]) == [0, 9, 18, 27, 36, 45, 54, 63]
+        assert set(ds.factor_classes[rows[0], 1]) == {ds.factor_classes[0, 1]}
+        assert list(ds.factor_classes[rows[1], 1]) == [0, 9, 18, 27, 36, 45, 54, 63]
+    path = write_dataset(toy, tmp_path / "toy.h5", n=500, progress=False)
+    with load(path) as ds:
+        rows = traversal_rows(ds, 5)
+        targets = np.linspace(0, 1, 5)
+        assert np.all(np.abs(ds.factors[rows[0], 0] - targets) < 0.02)  # nearest samples to 5 even values
+    png = show(path, tmp_path / "toy.png", per_factor=5)
+    assert png.stat().st_size > 1000
