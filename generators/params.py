@@ -12,7 +12,13 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-def _convert(name: str, kind: type, raw: Any) -> Any:
+def _convert(name: str, kind: Any, raw: Any) -> Any:
+    if typing.get_origin(kind) is tuple:  # tuple[float, ...]: "a,b,c" or a sequence
+        (item, *_) = typing.get_args(kind)
+        items = raw.split(",") if isinstance(raw, str) else raw
+        if not isinstance(items, (list, tuple)):
+            raise FactorbenchError(f"parameter {name!r} expects comma-separated {item.__name__} values, got {raw!r}")
+        return tuple(_convert(name, item, v.strip() if isinstance(v, str) else v) for v in items)
     if not isinstance(raw, str):
         if kind is float and isinstance(raw, int) and not isinstance(raw, bool):
             return float(raw)

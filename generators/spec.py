@@ -34,10 +34,11 @@ class DatasetSpec:
     splits: tuple[Mapping[str, Any], ...] = field(default=())
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "params", dict(sorted(self.params.items())))
+        # canonical JSON values (tuples become lists), so a spec equals its JSON round trip
+        object.__setattr__(self, "params", json.loads(canonical_json(dict(sorted(self.params.items())))))
         object.__setattr__(self, "image_shape", tuple(int(s) for s in self.image_shape))
         object.__setattr__(self, "factors", tuple(self.factors))
-        object.__setattr__(self, "splits", tuple(dict(s) for s in self.splits))
+        object.__setattr__(self, "splits", tuple(json.loads(canonical_json(dict(s))) for s in self.splits))
         if self.n < 1:
             raise FactorbenchError(f"a dataset needs at least one sample, got n={self.n}")
 

@@ -291,8 +291,10 @@ class Inequality:
         return _OPS[self.op](lhs, self.bound)
 
     def __str__(self) -> str:
-        text = " ".join(f"{'-' if c < 0 else '+'} {'' if abs(c) == 1 else f'{abs(c):g}*'}{n}" for n, c in self.terms)
-        return f"{text.lstrip('+ ')} {self.op} {self.bound:g}"
+        terms = sorted(self.terms, key=lambda t: (t[1] < 0, t[0]))  # positive terms first
+        text = " ".join(f"{'-' if c < 0 else '+'} {'' if abs(c) == 1 else f'{abs(c):g}*'}{n}" for n, c in terms)
+        text = text[2:] if text.startswith("+ ") else "-" + text[2:]
+        return f"{text} {self.op} {self.bound:g}"
 
 
 @dataclass(frozen=True, kw_only=True)
