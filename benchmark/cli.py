@@ -112,6 +112,8 @@ def _generate(p: argparse.ArgumentParser) -> None:
                    "join the shards with `factorbench merge FILE`")
     p.add_argument("--batch-size", type=int, default=generators.writer.DEFAULT_BATCH_SIZE,
                    help="images rendered per batch (memory use is proportional to it)")
+    p.add_argument("--backend", choices=("auto", "gl", "cpu", "pyrender"), default=None,
+                   help="renderer of the 3D datasets (default auto: gl when a GL context can be made, else cpu)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     def run(args: argparse.Namespace) -> int:
@@ -119,7 +121,7 @@ def _generate(p: argparse.ArgumentParser) -> None:
         shard = generators.Shard.parse(args.shard) if args.shard else None
         written = generators.generate(args.name, args.out, params=params, seed=args.seed, n=args.n,
                                       force=args.force, shard=shard, batch_size=args.batch_size,
-                                      progress=not args.quiet)
+                                      progress=not args.quiet, backend=args.backend)
         print(f"wrote {written}")
         return 0
     p.set_defaults(run=run)

@@ -8,3 +8,10 @@ TONNAER_2022 = """@inproceedings{tonnaer2022quantifying,
   volume    = {162},
   year      = {2022}
 }"""
+
+EASTWOOD_2018 = """@inproceedings{eastwood2018framework,
+  title     = {A Framework for the Quantitative Evaluation of Disentangled Representations},
+  author    = {Eastwood, Cian and Williams, Christopher K. I.},
+  booktitle = {International Conference on Learning Representations},
+  year      = {2018}
+}"""

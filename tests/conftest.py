@@ -11,6 +11,8 @@ import pytest
 
 from factorbench.generators import Factor, Generator, get, write_dataset
 
+SMALL_IID_N = 600
+
 
 @dataclass(frozen=True)
 class ToyParams:
@@ -54,7 +56,9 @@ def generated(tmp_path_factory: pytest.TempPathFactory):
 
     def make(name: str) -> Path:
         if name not in cache:
-            cache[name] = write_dataset(get(name), root / f"{name}.h5", progress=False)
+            gen = get(name)
+            n = None if gen.is_grid else SMALL_IID_N  # i.i.d. datasets: a small file of the same spec otherwise
+            cache[name] = write_dataset(gen, root / f"{name}.h5", n=n, progress=False)
         return cache[name]
 
     return make
