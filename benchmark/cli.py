@@ -114,6 +114,8 @@ def _generate(p: argparse.ArgumentParser) -> None:
                    help="images rendered per batch (memory use is proportional to it)")
     p.add_argument("--backend", choices=("auto", "gl", "cpu", "pyrender"), default=None,
                    help="renderer of the 3D datasets (default auto: gl when a GL context can be made, else cpu)")
+    p.add_argument("--source", metavar="PATH", default=None,
+                   help="local data that datasets built from outside files read (e.g. modelnet40, coil100)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     def run(args: argparse.Namespace) -> int:
@@ -121,7 +123,7 @@ def _generate(p: argparse.ArgumentParser) -> None:
         shard = generators.Shard.parse(args.shard) if args.shard else None
         written = generators.generate(args.name, args.out, params=params, seed=args.seed, n=args.n,
                                       force=args.force, shard=shard, batch_size=args.batch_size,
-                                      progress=not args.quiet, backend=args.backend)
+                                      progress=not args.quiet, backend=args.backend, source=args.source)
         print(f"wrote {written}")
         return 0
     p.set_defaults(run=run)

@@ -42,6 +42,7 @@ class Generator(ABC):
     citation: ClassVar[str]  # BibTeX
     Params: ClassVar[type] = NoParams
     default_n: ClassVar[int | None] = None  # None: the size of the full grid
+    options: ClassVar[tuple[str, ...]] = ()  # run-time keyword options of the constructor (see ``get``)
 
     def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -162,12 +163,19 @@ def list_datasets() -> dict[str, str]:
     return {name: _REGISTRY[name].description for name in sorted(_REGISTRY)}
 
 
-def get(name: str, params: Mapping[str, Any] | None = None) -> Generator:
-    """The generator called ``name`` with parameter overrides (strings or typed values)."""
+def get(name: str, params: Mapping[str, Any] | None = None, **options: Any) -> Generator:
+    """The generator called ``name`` with parameter overrides (strings or typed values) and run-time
+    options that are not part of the data's identity (``backend`` for the 3D datasets, ``source`` for
+    datasets built from local files)."""
     if name not in _REGISTRY:
         raise FactorbenchError(f"unknown dataset {name!r}; available: {', '.join(sorted(_REGISTRY))} "
                                "(see `factorbench list`)")
-    return _REGISTRY[name](**dict(params or {}))
+    cls = _REGISTRY[name]
+    for option in options:
+        if option not in cls.options:
+            raise FactorbenchError(f"{name} takes no --{option}"
+                                   + (f" (its options: {', '.join('--' + o for o in cls.options)})" if cls.options else ""))
+    return cls(**dict(params or {}), **options)
 
 
 def generator_for_spec(spec: DatasetSpec) -> Generator:

@@ -6,7 +6,7 @@ tolerance (DATASETS.md), and the file's manifest records which one made the pixe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from .base import Generator
 from .render import get_backend
@@ -15,8 +15,12 @@ from .render import get_backend
 class RenderedGenerator(Generator, register=False):
     """A generator whose images come from the 3D renderer; ``backend`` is auto, gl, cpu or pyrender."""
 
+    options: ClassVar[tuple[str, ...]] = ("backend",)
+
     def __init__(self, params: Any = None, *, backend: str = "auto", **overrides: Any) -> None:
         super().__init__(params, **overrides)
+        if backend != "auto":
+            get_backend(backend)  # fails early, with the reason, for an unknown or unavailable backend
         self.backend = backend
 
     def renderer_identity(self) -> str:

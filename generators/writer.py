@@ -24,7 +24,6 @@ from tqdm import tqdm
 from . import fileformat as ff
 from .base import Generator, generator_for_spec, get
 from .errors import FactorbenchError
-from .render import get_backend
 from .spec import DatasetSpec, canonical_json
 from .splits import FactorTable, SplitSpec, split_from_dict
 
@@ -208,15 +207,10 @@ def write_dataset(gen: Generator, out: str | os.PathLike, *, seed: int = 0, n: i
 
 def generate(name: str, out: str | os.PathLike, *, params: Mapping[str, Any] | None = None, seed: int = 0,
              n: int | None = None, force: bool = False, shard: Shard | str | None = None,
-             batch_size: int = DEFAULT_BATCH_SIZE, progress: bool = True, backend: str | None = None) -> Path:
-    """Generate dataset ``name`` into ``out`` (see ``factorbench generate --help``); ``backend`` picks the
-    renderer of 3D datasets (auto, gl, cpu, pyrender)."""
-    gen = get(name, params)
-    if backend is not None:
-        if not hasattr(gen, "backend"):
-            raise FactorbenchError(f"{name} is not rendered in 3D; --backend applies to the 3D datasets only")
-        get_backend(backend)  # fails early, with the reason, for an unknown or unavailable backend
-        gen.backend = backend
+             batch_size: int = DEFAULT_BATCH_SIZE, progress: bool = True, **options: Any) -> Path:
+    """Generate dataset ``name`` into ``out`` (see ``factorbench generate --help``). ``options`` are the
+    generator's run-time options, e.g. ``backend="cpu"`` for a 3D dataset or ``source=PATH``; None is omitted."""
+    gen = get(name, params, **{k: v for k, v in options.items() if v is not None})
     return write_dataset(gen, out, seed=seed, n=n, force=force, shard=shard, batch_size=batch_size,
                          progress=progress)
 

@@ -18,8 +18,7 @@ def _srgb_to_linear(u8):
 
 @pytest.fixture(scope="module")
 def plane():
-    gen = get("airplane", {"samples": 1})
-    gen.backend = "cpu"
+    gen = get("airplane", {"samples": 1}, backend="cpu")
     return gen
 
 

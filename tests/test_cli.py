@@ -99,3 +99,11 @@ def test_verify_exit_status_reports_a_corrupted_file(tmp_path, capsys):
         f["factors"][0, 0] = np.float64(1.0)
     code, stdout, _ = run(capsys, "verify", str(out))
     assert code == 1 and "FAILED" in stdout and "factors: sha256" in stdout
+
+
+def test_run_time_options_are_checked(tmp_path, capsys):
+    code, _, err = run(capsys, "generate", "square", "--out", str(tmp_path / "x.h5"), "--backend", "cpu")
+    assert code == 2 and "square takes no --backend" in err
+    code, _, err = run(capsys, "generate", "airplane", "--out", str(tmp_path / "x.h5"), "--source", "x")
+    assert code == 2 and "airplane takes no --source (its options: --backend)" in err
+    assert list(tmp_path.iterdir()) == []

@@ -12,8 +12,7 @@ from factorbench.generators.render.scene import linear_to_srgb
 
 @pytest.fixture(scope="module")
 def teapot():
-    gen = get("teapot", {"samples": 1})
-    gen.backend = "cpu"
+    gen = get("teapot", {"samples": 1}, backend="cpu")
     return gen
 
 

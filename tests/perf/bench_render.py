@@ -24,8 +24,7 @@ from factorbench.generators.render import backend_class
 
 
 def timed_render(backend: str, values: np.ndarray, samples: int) -> tuple[np.ndarray, float]:
-    gen = get("teapot", {"samples": samples})
-    gen.backend = backend
+    gen = get("teapot", {"samples": samples}, backend=backend)
     gen.render(values[:8])  # warm-up: context creation, mesh upload
     start = time.perf_counter()
     images = np.concatenate([gen.render(values[a:a + 512]) for a in range(0, len(values), 512)])
