@@ -107,29 +107,33 @@ class CpuBackend(Backend):
                    area: np.ndarray, x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray,
                    inst: np.ndarray, vidx: np.ndarray, vcol: np.ndarray, size: int
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Covered pixels of triangles ``group`` (all with bounding boxes of at most k x k pixels)."""
-        off = np.arange(k)
-        px = (x0[group, None, None] + off[None, None, :])  # (n, 1, k)
-        py = (y0[group, None, None] + off[None, :, None])  # (n, k, 1)
-        px, py = np.broadcast_arrays(px, py)
-        valid = (px <= x1[group, None, None]) & (py <= y1[group, None, None])
-        t, r, c = np.nonzero(valid)
+        """Covered pixels of triangles ``group`` (all with bounding boxes of at most k x k pixels).
+
+        Edge functions are evaluated on the whole k x k window by broadcasting their linear
+        coefficients; only covered pixels are gathered."""
+        off = np.arange(k, dtype=np.float64) + 0.5
+        cx = x0[group, None, None] + off[None, None, :]  # (n, 1, k) pixel centres
+        cy = y0[group, None, None] + off[None, :, None]  # (n, k, 1)
+        xs, ys = x[group], y[group]
+        sign = np.sign(area[group])[:, None, None]
+        covered = (cx <= x1[group, None, None] + 0.5) & (cy <= y1[group, None, None] + 0.5)
+        edges = []
+        for a, b in ((1, 2), (2, 0), (0, 1)):  # edge opposite vertex 0, 1, 2
+            ax, ay, bx, by = xs[:, a, None, None], ys[:, a, None, None], xs[:, b, None, None], ys[:, b, None, None]
+            e = (bx - ax) * (cy - ay) - (by - ay) * (cx - ax)
+            covered = covered & (e * sign >= 0)
+            edges.append(e)
+        t, r, c = np.nonzero(covered)
         tri = group[t]
-        cx, cy = px[t, r, c] + 0.5, py[t, r, c] + 0.5
-        xs, ys = x[tri], y[tri]
-        e0 = _edge(xs[:, 1], ys[:, 1], xs[:, 2], ys[:, 2], cx, cy)
-        e1 = _edge(xs[:, 2], ys[:, 2], xs[:, 0], ys[:, 0], cx, cy)
-        e2 = _edge(xs[:, 0], ys[:, 0], xs[:, 1], ys[:, 1], cx, cy)
-        sign = np.sign(area[tri])
-        inside = (e0 * sign >= 0) & (e1 * sign >= 0) & (e2 * sign >= 0)
-        tri, cx, cy = tri[inside], cx[inside], cy[inside]
-        bary = np.stack([e0[inside], e1[inside], e2[inside]], axis=1) / area[tri, None]
+        bary = np.stack([e[t, r, c] for e in edges], axis=1) / area[tri, None]
         depth = np.einsum("ij,ij->i", bary, z[tri])
         in_range = (depth >= -1.0) & (depth <= 1.0)
-        tri, cx, cy, bary, depth = tri[in_range], cx[in_range], cy[in_range], bary[in_range], depth[in_range]
+        tri, t, r, c, bary, depth = tri[in_range], t[in_range], r[in_range], c[in_range], bary[in_range], depth[in_range]
         persp = bary / ww[tri]
         persp /= persp.sum(axis=1, keepdims=True)
         cols = vcol[inst[tri][:, None], vidx[tri]]  # (n, 3, 3)
         colour = np.einsum("ij,ijk->ik", persp, cols)
-        pix = (inst[tri] * size + (cy - 0.5).astype(np.int64)) * size + (cx - 0.5).astype(np.int64)
+        px = x0[tri].astype(np.int64) + c
+        py = y0[tri].astype(np.int64) + r
+        pix = (inst[tri] * size + py) * size + px
         return pix, depth, colour
