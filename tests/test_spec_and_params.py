@@ -19,7 +19,7 @@ def test_unknown_dataset_names_the_available_ones():
         get("nope")
 
 
-@pytest.mark.parametrize("name", sorted(list_datasets()))
+@pytest.mark.parametrize("name", sorted(n for n in list_datasets() if "source" not in get(n).options))
 def test_spec_round_trips_through_json_with_the_same_hash(name):
     spec = get(name).spec(seed=3)
     again = DatasetSpec.from_json(spec.to_json())
