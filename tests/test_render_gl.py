@@ -112,6 +112,38 @@ def test_triangles_behind_the_camera_are_dropped(gl: GlBackend) -> None:
     assert (both[0] != np.array([51, 102, 153], dtype=np.uint8)).any()
 
 
+def test_instances_near_the_camera_in_a_batch(gl: GlBackend) -> None:
+    """Instances with a vertex behind the camera (drawn by the geometry-shader program) mixed with ordinary
+    ones: each instance's pixels still do not depend on the batch, and the dropped triangles stay dropped."""
+    m = 90
+    model, view, colours = random_scenes(m, seed=7)
+    upright = np.array([[1.0, 0, 0, 0], [0, 0, -1, 0], [0, 1, 0, 3.0], [0, 0, 0, 1]])
+    near = np.arange(m) % 3 == 0
+    model[near] = upright  # with the TOP view below: a quad through the camera
+    view[near] = TOP[0]
+    cam, light, settings = Camera(image_size=32), Light((0.3, -0.4, 1.0), 0.7, 0.3), RenderSettings(BG, 4)
+    batch = gl.render(quad(2.5), model, view, colours, cam, light, settings)
+    assert (batch[near] == np.array([51, 102, 153], dtype=np.uint8)).all()
+    assert (batch[~near] != np.array([51, 102, 153], dtype=np.uint8)).any(axis=(1, 2, 3)).mean() > 0.5
+    for i in (0, 1, 2, 63, 64, 65, m - 1):
+        alone = gl.render(quad(2.5), model[i:i + 1], view[i:i + 1], colours[i:i + 1], cam, light, settings)
+        assert alone[0].tobytes() == batch[i].tobytes(), i
+
+
+def test_geometry_shader_fallback_gives_the_same_pixels(gl: GlBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a vertex-shader gl_Layer extension every instance takes the geometry-shader program."""
+    import factorbench.generators.render.gl as glmod
+
+    monkeypatch.setattr(glmod, "_LAYER_EXTENSIONS", ())
+    fallback = GlBackend(max_tiles=16)
+    assert fallback._fast is None
+    model, view, colours = random_scenes(40, seed=11)
+    for samples in (1, 4):
+        args = (octahedron(0.8), model, view, colours, Camera(image_size=32), Light((0.3, -0.4, 1.0), 0.7, 0.3),
+                RenderSettings(BG, samples))
+        assert fallback.render(*args).tobytes() == gl.render(*args).tobytes()
+
+
 def test_background_exact(gl: GlBackend) -> None:
     far_away = translation(np.array([[50.0, 0.0, 0.0]]))
     for samples in (1, 4, 16):

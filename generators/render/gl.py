@@ -1,28 +1,29 @@
 """The fast backend: moderngl with a headless EGL context, many instances per draw call.
 
-One large framebuffer holds a grid of tiles, each ``image_size`` pixels square with a few pixels of
-padding between them. A chunk of up to ``cols * rows`` instances is drawn with a single instanced draw
-call: instance ``k`` of the call (``gl_InstanceID``) goes to tile ``k`` (row-major from the bottom-left
-of the framebuffer; rows are flipped on read-back so that image row 0 is the top).
+Layered rendering: a chunk of up to ``max_tiles`` instances is drawn with one instanced draw call into a
+2D texture array (RGBA8, with a layered 24-bit depth texture array, made through EGL's
+``glTexStorage3D``/``glFramebufferTexture`` as moderngl has no depth arrays): instance ``k`` of the chunk
+writes layer ``k`` (``gl_Layer``, set by the vertex shader through ``GL_ARB_shader_viewport_layer_array``
+or ``GL_AMD_vertex_shader_layer``). Every instance is drawn at the same window coordinates, so the
+rasteriser, depth test and (perspective-correct) attribute interpolation do exactly the same arithmetic for
+an instance whatever layer, chunk or batch it lands in: pixels are byte-identical whatever the batch
+size, with no snapping, geometry shader or hand-made interpolation. Layers are read back bottom row
+first and flipped so that image row 0 is the top.
 
-Tile independence (byte-identical pixels for an instance whatever tile it lands in, hence whatever the
-batch size): the vertex shader divides by w itself, snaps the tile-local window position to a 1/256
-pixel grid and adds the tile's integer origin; the framebuffer's sides are powers of two, so the
-framebuffer NDC it outputs (with w = 1) is exact and every tile's rasteriser sees the same sub-pixel
-positions. A geometry shader hands each fragment its triangle's tile-local vertex positions, depths and
-(colour / w, 1 / w) as flat values; the fragment shader interpolates them itself from the exact
-tile-local pixel centre (perspective-correctly, and writes the depth), because the rasteriser's own
-attribute planes are anchored at the framebuffer origin and round differently in every tile. Triangles
-are clipped to their tile with four ``gl_ClipDistance`` planes in tile-local terms (the padding absorbs
-the clipper's rounding), depth clamping replaces near/far clipping. Limitation: a triangle with a vertex
-at or behind the camera's near distance (``clip.w <= near``) is not drawn at all (scenes keep the object
-in front of the camera). Shading is per vertex as in :func:`.scene.vertex_colours`; the interpolated
-linear colour is clamped and sRGB-encoded per fragment into an RGBA8 target.
+Depth clamping replaces near/far clipping (the cpu backend has none). Limitation, as in the cpu backend:
+a triangle with a vertex at or behind the camera's near distance (``clip.w <= near``) is not drawn at
+all. The vertex shader cannot drop a triangle, so instances with a vertex at ``clip.w <= GUARD * near``
+(decided per instance in numpy, element-wise, so never by the batch) are drawn in a second call by a
+program whose geometry shader drops such triangles and sets ``gl_Layer``; where neither extension exists,
+every instance takes that program. Scenes keep the object in front of the camera, so the datasets never
+need it. Shading is per vertex as in :func:`.scene.vertex_colours`; the interpolated linear colour is
+clamped and sRGB-encoded per fragment into the RGBA8 target.
 
-Antialiasing: ``samples`` up to ``GL_MAX_SAMPLES`` use MSAA renderbuffers resolved with
-``copy_framebuffer`` (the resolve averages encoded samples). Larger counts (16 on llvmpipe, whose
-maximum is 4) render at ``f`` times the resolution with ``samples / f**2`` MSAA samples and average
-``f x f`` blocks of the encoded result on the CPU.
+Antialiasing: ``samples`` = ``f * f`` (1, 4, 16) renders the layers at ``f`` times the resolution and
+averages ``f x f`` blocks of the encoded result on the CPU, rounded half to even: the cpu backend's
+ordered sub-pixel grid (llvmpipe's MSAA in the previous design cost as much and agreed worse).
+Per chunk, the number of layers is a power of two (bounded by ``MAX_FRAMEBUFFER_SAMPLES`` and
+``GL_MAX_ARRAY_TEXTURE_LAYERS``), so few targets are ever made; those of the last image size are kept.
 """
 
 from __future__ import annotations
@@ -41,87 +42,50 @@ from ..errors import FactorbenchError
 from . import Backend
 from .scene import Camera, Light, RenderSettings
 
+_INSTANCE_FLOATS = 29  # mat4 mvp (16) + mat3 model (9) + colour (3) + layer (1)
+
 _VERTEX_SHADER = """
 #version 330
+%(extension)s
 in vec3 in_position;
 in vec3 in_normal;
 in mat4 in_mvp;
 in mat3 in_model3;
 in vec3 in_colour;
+in float in_layer;        // the instance's layer of the target (an integer)
 
-uniform int cols;
-uniform float size;       // tile size in framebuffer pixels
-uniform float pitch;      // tile pitch in framebuffer pixels (size + PAD)
-uniform vec2 to_ndc;      // 2 / framebuffer size (the size is a power of two, so this is exact)
-uniform float near;       // camera near distance: vertices with clip.w <= near are not drawn
 uniform vec3 light_dir;   // unit vector towards the light (world)
 uniform float intensity;
 uniform float ambient;
 
-out vec2 g_p;         // tile-local window position (pixels, on the 1/256 grid)
-flat out vec2 g_origin;
-out float g_front;
-out vec4 g_attr;      // linear colour / w, 1 / w
-out float g_z;        // NDC depth
+out vec3 %(prefix)scolour;    // linear colour, interpolated perspective-correctly
+%(guard_out)s
 
 void main() {
-    vec4 clip = in_mvp * vec4(in_position, 1.0);
-    bool front = clip.w > near;
-    float w = front ? clip.w : near;  // never divide by ~0 (such triangles are dropped below)
-    vec3 ndc = clip.xyz / w;
-    // tile-local window position on a grid of 1/256 pixel: exact, and the same in every tile
-    vec2 p = floor((ndc.xy * 0.5 + 0.5) * size * 256.0 + 0.5) / 256.0;
-    int col = gl_InstanceID % cols;
-    int row = gl_InstanceID / cols;
-    vec2 origin = vec2(float(col), float(row)) * pitch;   // integer pixels
-    vec2 big = (origin + p) * to_ndc - 1.0;               // exact while the framebuffer is < 2^15 pixels
-    gl_Position = vec4(big, ndc.z, 1.0);
-    g_front = front ? 1.0 : 0.0;
-    g_p = p;
-    g_origin = origin;
-    g_z = ndc.z;
-
+    gl_Position = in_mvp * vec4(in_position, 1.0);
+    %(layer)s
     vec3 n = in_model3 * in_normal;
     n = n / max(length(n), 1e-12);
-    float lambert = max(dot(n, light_dir), 0.0);
-    g_attr.w = 1.0 / w;
-    g_attr.xyz = in_colour * (intensity * lambert + ambient) * g_attr.w;
+    %(prefix)scolour = in_colour * (intensity * max(dot(n, light_dir), 0.0) + ambient);
 }
 """
 
+# only for instances with a vertex near or behind the camera (and where the vertex shader cannot set gl_Layer)
 _GEOMETRY_SHADER = """
 #version 330
 layout(triangles) in;
 layout(triangle_strip, max_vertices = 3) out;
-in vec2 g_p[];
-flat in vec2 g_origin[];
-in float g_front[];
-in vec4 g_attr[];
-in float g_z[];
-uniform float size;
-flat out vec2 f_origin;
-flat out vec2 f_p0;
-flat out vec2 f_p1;
-flat out vec2 f_p2;
-flat out vec4 f_a0;
-flat out vec4 f_a1;
-flat out vec4 f_a2;
-flat out vec3 f_z;
-out gl_PerVertex { vec4 gl_Position; float gl_ClipDistance[4]; };
+in vec3 g_colour[];
+flat in int g_layer[];
+uniform float near;       // camera near distance: triangles with a vertex at clip.w <= near are not drawn
+out vec3 v_colour;
 
 void main() {
-    if (g_front[0] * g_front[1] * g_front[2] == 0.0) return;  // a vertex behind the camera: not drawn
+    if (gl_in[0].gl_Position.w <= near || gl_in[1].gl_Position.w <= near || gl_in[2].gl_Position.w <= near) return;
     for (int i = 0; i < 3; i++) {
         gl_Position = gl_in[i].gl_Position;
-        // clip to the tile's square, in tile-local terms (the padding absorbs rounding in the clipper)
-        gl_ClipDistance[0] = g_p[i].x;
-        gl_ClipDistance[1] = size - g_p[i].x;
-        gl_ClipDistance[2] = g_p[i].y;
-        gl_ClipDistance[3] = size - g_p[i].y;
-        f_origin = g_origin[0];
-        f_p0 = g_p[0]; f_p1 = g_p[1]; f_p2 = g_p[2];
-        f_a0 = g_attr[0]; f_a1 = g_attr[1]; f_a2 = g_attr[2];
-        f_z = vec3(g_z[0], g_z[1], g_z[2]);
+        gl_Layer = g_layer[0];
+        v_colour = g_colour[i];
         EmitVertex();
     }
     EndPrimitive();
@@ -130,42 +94,30 @@ void main() {
 
 _FRAGMENT_SHADER = """
 #version 330
-flat in vec2 f_origin;
-flat in vec2 f_p0;
-flat in vec2 f_p1;
-flat in vec2 f_p2;
-flat in vec4 f_a0;
-flat in vec4 f_a1;
-flat in vec4 f_a2;
-flat in vec3 f_z;
+in vec3 v_colour;
 out vec4 f_colour;
 
-float edge(vec2 a, vec2 b, vec2 q) { return (b.x - a.x) * (q.y - a.y) - (b.y - a.y) * (q.x - a.x); }
-
 void main() {
-    // interpolation by hand, in tile-local coordinates (exact pixel centres): the rasteriser's own
-    // attribute planes are anchored at the framebuffer origin and round differently in every tile
-    vec2 q = gl_FragCoord.xy - f_origin;
-    vec3 b = vec3(edge(f_p1, f_p2, q), edge(f_p2, f_p0, q), edge(f_p0, f_p1, q));
-    b = b / (b.x + b.y + b.z);
-    vec4 a = b.x * f_a0 + b.y * f_a1 + b.z * f_a2;
-    gl_FragDepth = clamp(dot(b, f_z) * 0.5 + 0.5, 0.0, 1.0);
-    vec3 x = clamp(a.xyz / a.w, 0.0, 1.0);  // perspective-correct
+    vec3 x = clamp(v_colour, 0.0, 1.0);
     vec3 lo = 12.92 * x;
     vec3 hi = 1.055 * pow(x, vec3(1.0 / 2.4)) - 0.055;
     f_colour = vec4(mix(hi, lo, lessThanEqual(x, vec3(0.0031308))), 1.0);
 }
 """
 
-_GL_CLIP_DISTANCE0 = 0x3000
-_N_CLIP = 4
+#: extensions that let a vertex shader write gl_Layer (else a geometry shader does it for every instance)
+_LAYER_EXTENSIONS = ("GL_ARB_shader_viewport_layer_array", "GL_AMD_vertex_shader_layer")
 _GL_DEPTH_CLAMP = 0x864F
-#: pixels of padding between tiles (absorbs rounding where triangles are clipped at a tile edge)
-PAD = 2
+_GL_TEXTURE_2D_ARRAY = 0x8C1A
+_GL_DEPTH_COMPONENT24 = 0x81A6
+_GL_FRAMEBUFFER = 0x8D40
+_GL_DEPTH_ATTACHMENT = 0x8D00
 #: meshes whose buffers are kept on the GPU
 MESH_CACHE = 8
-#: most framebuffer samples (pixels x MSAA samples) per draw call: bounds the memory (about 8 bytes each)
+#: most samples (layers x pixels, supersampled) per draw call: bounds the memory (about 8 bytes each)
 MAX_FRAMEBUFFER_SAMPLES = 1 << 24
+#: an instance with a vertex at clip.w <= GUARD * near takes the geometry-shader path
+GUARD = 2.0
 
 _PROBE: dict[str, Any] = {}
 #: the process that initialised EGL here (Mesa's EGL/llvmpipe state does not survive fork)
@@ -202,6 +154,49 @@ def _unavailable(detail: str) -> str:
             "the cpu backend is used instead")
 
 
+class _GlFunctions:
+    """The few GL entry points moderngl does not wrap (a layered depth texture), through EGL."""
+
+    def __init__(self) -> None:
+        import ctypes
+
+        egl = ctypes.CDLL("libEGL.so.1")
+        egl.eglGetProcAddress.restype = ctypes.c_void_p
+        egl.eglGetProcAddress.argtypes = [ctypes.c_char_p]
+        u, i = ctypes.c_uint, ctypes.c_int
+
+        def load(name: str, *args: Any) -> Any:
+            address = egl.eglGetProcAddress(name.encode())
+            if not address:
+                raise FactorbenchError(f"gl: no {name} in this OpenGL")
+            return ctypes.CFUNCTYPE(None, *args)(address)
+
+        self._ctypes = ctypes
+        self.gen_textures = load("glGenTextures", i, ctypes.POINTER(u))
+        self.delete_textures = load("glDeleteTextures", i, ctypes.POINTER(u))
+        self.bind_texture = load("glBindTexture", u, u)
+        self.tex_storage_3d = load("glTexStorage3D", u, i, u, i, i, i)
+        self.bind_framebuffer = load("glBindFramebuffer", u, u)
+        self.framebuffer_texture = load("glFramebufferTexture", u, u, u, i)
+
+    def depth_array(self, size: int, layers: int) -> int:
+        name = self._ctypes.c_uint(0)
+        self.gen_textures(1, self._ctypes.byref(name))
+        self.bind_texture(_GL_TEXTURE_2D_ARRAY, name.value)
+        self.tex_storage_3d(_GL_TEXTURE_2D_ARRAY, 1, _GL_DEPTH_COMPONENT24, size, size, layers)
+        self.bind_texture(_GL_TEXTURE_2D_ARRAY, 0)
+        return name.value
+
+    def attach_depth(self, framebuffer: int, texture: int) -> None:
+        self.bind_framebuffer(_GL_FRAMEBUFFER, framebuffer)
+        self.framebuffer_texture(_GL_FRAMEBUFFER, _GL_DEPTH_ATTACHMENT, texture, 0)
+        self.bind_framebuffer(_GL_FRAMEBUFFER, 0)
+
+    def delete_texture(self, texture: int) -> None:
+        name = self._ctypes.c_uint(texture)
+        self.delete_textures(1, self._ctypes.byref(name))
+
+
 class GlBackend(Backend):
     name: ClassVar[str] = "gl"
 
@@ -215,17 +210,23 @@ class GlBackend(Backend):
         self.ctx = _create_context()
         self._pid = os.getpid()
         info = self.ctx.info
-        self.max_samples = int(self.ctx.max_samples)
-        limit = min(int(info["GL_MAX_TEXTURE_SIZE"]), *(int(d) for d in info["GL_MAX_VIEWPORT_DIMS"]),
-                    int(info.get("GL_MAX_RENDERBUFFER_SIZE", max_framebuffer)))
-        self.max_framebuffer = min(max_framebuffer, limit)
-        self.max_tiles = max(1, int(max_tiles))
-        self.program = self.ctx.program(vertex_shader=_VERTEX_SHADER, geometry_shader=_GEOMETRY_SHADER,
-                                       fragment_shader=_FRAGMENT_SHADER)
-        self._meshes: OrderedDict[bytes, tuple[Any, int, Any, Any]] = OrderedDict()
-        self._targets: dict[tuple[int, int], tuple[Any, ...]] = {}
-        cols, rows = self._layout(1)[:2]  # the largest grid: instances per draw call for any image size
-        self._instance_buffer = self.ctx.buffer(reserve=cols * rows * 28 * 4)
+        self._gl = _GlFunctions()
+        self.max_size = min(max_framebuffer, int(info["GL_MAX_TEXTURE_SIZE"]),
+                            *(int(d) for d in info["GL_MAX_VIEWPORT_DIMS"]))
+        self.max_layers = max(1, min(int(max_tiles), int(info.get("GL_MAX_ARRAY_TEXTURE_LAYERS", 256))))
+        extension = next((e for e in _LAYER_EXTENSIONS if e in self.ctx.extensions), None)
+        guard_vs = _VERTEX_SHADER % {"extension": "", "prefix": "g_", "guard_out": "flat out int g_layer;",
+                                     "layer": "g_layer = int(in_layer);"}
+        self._guarded = self.ctx.program(vertex_shader=guard_vs, geometry_shader=_GEOMETRY_SHADER,
+                                         fragment_shader=_FRAGMENT_SHADER)
+        self._fast = None
+        if extension is not None:
+            fast_vs = _VERTEX_SHADER % {"extension": f"#extension {extension} : require", "prefix": "v_",
+                                        "guard_out": "", "layer": "gl_Layer = int(in_layer);"}
+            self._fast = self.ctx.program(vertex_shader=fast_vs, fragment_shader=_FRAGMENT_SHADER)
+        self._meshes: OrderedDict[bytes, tuple[Any, ...]] = OrderedDict()
+        self._targets: dict[tuple[int, int], tuple[Any, Any, int]] = {}
+        self._instances = [self.ctx.buffer(reserve=self.max_layers * _INSTANCE_FLOATS * 4) for _ in range(2)]
         self._identity = (f"gl (moderngl {moderngl.__version__}, EGL, GL_RENDERER: {info['GL_RENDERER']}, "
                           f"GL_VERSION {info['GL_VERSION']})")
 
@@ -255,8 +256,9 @@ class GlBackend(Backend):
 
     # -- resources -------------------------------------------------------------------------------
 
-    def _mesh(self, mesh: Any) -> tuple[Any, int]:
-        """(vertex array, index count) for ``mesh``, uploaded once and cached by content."""
+    def _mesh(self, mesh: Any) -> tuple[Any, ...]:
+        """(fast vertex array or None, guarded vertex array, index count, vertices) for ``mesh``, uploaded
+        once and cached by content."""
         vertices = np.ascontiguousarray(mesh.vertices, dtype=np.float32)
         normals = np.ascontiguousarray(mesh.vertex_normals, dtype=np.float32)
         faces = np.ascontiguousarray(mesh.faces, dtype=np.int32)
@@ -274,53 +276,56 @@ class GlBackend(Backend):
         if key not in self._meshes:
             vbo = self.ctx.buffer(np.concatenate([vertices, normals], axis=1).tobytes())
             ibo = self.ctx.buffer(faces.tobytes())
-            vao = self.ctx.vertex_array(
-                self.program, [(vbo, "3f 3f", "in_position", "in_normal"),
-                               (self._instance_buffer, "16f 9f 3f/i", "in_mvp", "in_model3", "in_colour")],
+            vaos = [None if prog is None else self.ctx.vertex_array(
+                prog, [(vbo, "3f 3f", "in_position", "in_normal"),
+                       (instances, "16f 9f 3f 1f/i", "in_mvp", "in_model3", "in_colour", "in_layer")],
                 index_buffer=ibo, index_element_size=4)
-            self._meshes[key] = (vao, len(faces) * 3, vbo, ibo)
+                for prog, instances in ((self._fast, self._instances[0]), (self._guarded, self._instances[1]))]
+            used = np.unique(faces)  # only vertices of faces can put a triangle behind the camera
+            self._meshes[key] = (vaos[0], vaos[1], len(faces) * 3, vertices[used].astype(np.float64), vbo, ibo)
             while len(self._meshes) > MESH_CACHE:
-                old_vao, _, old_vbo, old_ibo = self._meshes.popitem(last=False)[1]
-                for resource in (old_vao, old_vbo, old_ibo):
-                    resource.release()
+                old = self._meshes.popitem(last=False)[1]
+                for resource in (old[0], old[1], old[4], old[5]):
+                    if resource is not None:
+                        resource.release()
         self._meshes.move_to_end(key)
-        return self._meshes[key][:2]
+        return self._meshes[key][:4]
 
-    def _layout(self, size: int, msaa: int = 1) -> tuple[int, int, int, int, int]:
-        """(cols, rows, pitch, width, height) of the tile grid for tiles of ``size`` pixels with ``msaa``
-        samples each; the framebuffer's width and height are powers of two (exact NDC conversion)."""
-        pitch = size + PAD
-        full = _pow2_at_most(self.max_framebuffer)
-        if size > full:
-            raise FactorbenchError(f"gl: image size {size} exceeds the framebuffer limit {full}")
-        side = max(_pow2_at_least(size), min(full, _pow2_at_most(math.isqrt(MAX_FRAMEBUFFER_SAMPLES // msaa))))
-        fit = max(1, (side + PAD) // pitch)
-        cols = max(1, min(fit, math.ceil(math.sqrt(self.max_tiles))))
-        rows = max(1, min(fit, math.ceil(self.max_tiles / cols)))
-        return cols, rows, pitch, _pow2_at_least(cols * pitch - PAD), _pow2_at_least(rows * pitch - PAD)
-
-    def _target(self, size: int, msaa: int) -> tuple[Any, ...]:
-        key = (size, msaa)
+    def _target(self, size: int, layers: int) -> tuple[Any, Any, int]:
+        """(framebuffer, colour texture array, depth texture name): ``layers`` layers of ``size`` pixels."""
+        key = (size, layers)
         if key not in self._targets:
-            cols, rows, pitch, width, height = self._layout(size, msaa)
-            ctx = self.ctx
-            resolve = ctx.framebuffer(color_attachments=[ctx.renderbuffer((width, height), 4)],
-                                      depth_attachment=ctx.depth_renderbuffer((width, height)) if msaa == 1 else None)
-            draw = resolve
-            if msaa > 1:
-                draw = ctx.framebuffer(color_attachments=[ctx.renderbuffer((width, height), 4, samples=msaa)],
-                                       depth_attachment=ctx.depth_renderbuffer((width, height), samples=msaa))
-            self._targets[key] = (draw, resolve, cols, rows, pitch, width, height)
+            for old in [k for k in self._targets if k[0] != size]:  # keep only this image size's targets
+                framebuffer, colour, depth = self._targets.pop(old)
+                framebuffer.release()
+                colour.release()
+                self._gl.delete_texture(depth)
+            colour = self.ctx.texture_array((size, size, layers), 4)
+            framebuffer = self.ctx.framebuffer(color_attachments=[colour])
+            depth = self._gl.depth_array(size, layers)
+            self._gl.attach_depth(framebuffer.glo, depth)
+            framebuffer.depth_mask = True  # moderngl does not know of the depth attachment
+            self._targets[key] = (framebuffer, colour, depth)
         return self._targets[key]
 
-    def _sampling(self, samples: int) -> tuple[int, int]:
-        """(supersampling factor f, MSAA samples) with f * f * msaa == samples."""
-        for msaa in (samples, 16, 8, 4, 2, 1):
-            if msaa <= min(samples, max(self.max_samples, 1)) and samples % msaa == 0:
-                f = math.isqrt(samples // msaa)
-                if f * f * msaa == samples:
-                    return f, msaa
-        raise FactorbenchError(f"gl: cannot make {samples} samples per pixel")
+    def _layers(self, size: int, m: int) -> int:
+        """Layers per draw call for ``m`` instances of ``size`` pixels (a power of two: few targets)."""
+        most = min(self.max_layers, max(1, MAX_FRAMEBUFFER_SAMPLES // (size * size)))
+        return min(_pow2_at_least(m), _pow2_at_most(most))
+
+    @staticmethod
+    def _guarded_instances(mvp: np.ndarray, vertices: np.ndarray, near: float) -> np.ndarray:
+        """Which instances have a vertex at clip.w <= GUARD * near (element-wise, so that an instance's
+        answer does not depend on the batch)."""
+        out = np.zeros(len(mvp), dtype=bool)
+        if len(vertices) == 0:
+            return out
+        step = max(1, (1 << 22) // len(vertices))
+        for a in range(0, len(mvp), step):
+            r = mvp[a:a + step, 3]
+            w = (r[:, 0:1] * vertices[:, 0] + r[:, 1:2] * vertices[:, 1]) + (r[:, 2:3] * vertices[:, 2] + r[:, 3:4])
+            out[a:a + step] = w.min(axis=1) <= GUARD * near
+        return out
 
     # -- rendering -------------------------------------------------------------------------------
 
@@ -340,64 +345,74 @@ class GlBackend(Backend):
         out = np.empty((m, out_size, out_size, 3), dtype=np.uint8)
         if m == 0:
             return out
-        vao, n_indices = self._mesh(mesh)
-        f, msaa = self._sampling(settings.samples)
+        fast_vao, guarded_vao, n_indices, vertices = self._mesh(mesh)
+        f = math.isqrt(settings.samples)
+        if f * f != settings.samples:
+            raise FactorbenchError(f"gl: {settings.samples} samples per pixel is not a square")
         size = out_size * f
-        draw, resolve, cols, rows, pitch, width, height = self._target(size, msaa)
-        tiles = cols * rows
+        if size > self.max_size:
+            raise FactorbenchError(f"gl: image size {out_size} x {f} (antialiasing) exceeds the texture limit "
+                                   f"{self.max_size}")
 
         mvp = camera.projection()[None] @ view @ model
-        # per-instance attributes, column-major matrices: mat4 (16) + mat3 (9) + colour (3)
-        data = np.empty((m, 28), dtype=np.float32)
+        # per-instance attributes, column-major matrices: mat4 (16) + mat3 (9) + colour (3) + layer (1)
+        data = np.empty((m, _INSTANCE_FLOATS), dtype=np.float32)
         data[:, :16] = mvp.transpose(0, 2, 1).reshape(m, 16)
         data[:, 16:25] = model[:, :3, :3].transpose(0, 2, 1).reshape(m, 9)
-        data[:, 25:] = colours
+        data[:, 25:28] = colours
+        guarded = np.ones(m, dtype=bool) if fast_vao is None else \
+            self._guarded_instances(mvp, vertices, float(camera.near))
 
-        prog = self.program
-        prog["cols"].value = cols
-        prog["size"].value = float(size)
-        prog["pitch"].value = float(pitch)
-        prog["to_ndc"].value = (2.0 / width, 2.0 / height)
-        prog["near"].value = float(camera.near)
-        prog["light_dir"].value = tuple(float(v) for v in light.unit_direction())
-        prog["intensity"].value = float(light.intensity)
-        prog["ambient"].value = float(light.ambient)
+        uniforms = {"light_dir": tuple(float(v) for v in light.unit_direction()),
+                    "intensity": float(light.intensity), "ambient": float(light.ambient)}
+        for prog in (self._fast, self._guarded):
+            if prog is not None:
+                for name, value in uniforms.items():
+                    prog[name].value = value
+        self._guarded["near"].value = float(camera.near)
 
         ctx = self.ctx
         ctx.enable(self._moderngl.DEPTH_TEST)
         ctx.disable(self._moderngl.CULL_FACE)
-        ctx.enable_direct(_GL_DEPTH_CLAMP)  # no near/far clipping: it would round differently per tile
-        for i in range(_N_CLIP):
-            ctx.enable_direct(_GL_CLIP_DISTANCE0 + i)
+        ctx.enable_direct(_GL_DEPTH_CLAMP)  # no near/far clipping (the cpu backend has none either)
         background = tuple(float(c) for c in settings.background)
+        layers = self._layers(size, m)
         try:
-            for a in range(0, m, tiles):
-                b = min(a + tiles, m)
+            for a in range(0, m, layers):
+                b = min(a + layers, m)
                 k = b - a
-                self._instance_buffer.write(data[a:b].tobytes())
-                draw.use()
-                draw.viewport = (0, 0, width, height)
-                draw.clear(*background, 1.0, depth=1.0)
-                vao.render(self._moderngl.TRIANGLES, vertices=n_indices, instances=k)
-                if draw is not resolve:
-                    ctx.copy_framebuffer(resolve, draw)
-                used_rows = math.ceil(k / cols)
-                read_h = min(height, used_rows * pitch)
-                read_w = min(width, cols * pitch)
-                raw = resolve.read(viewport=(0, 0, read_w, read_h), components=3, alignment=1)
-                img = np.frombuffer(raw, dtype=np.uint8).reshape(read_h, read_w, 3)
-                img = np.pad(img, ((0, used_rows * pitch - read_h), (0, cols * pitch - read_w), (0, 0)))
-                grid = img.reshape(used_rows, pitch, cols, pitch, 3)[:, :size, :, :size]
-                grid = grid.transpose(0, 2, 1, 3, 4).reshape(used_rows * cols, size, size, 3)[:k, ::-1]
-                if f > 1:
-                    grid = grid.reshape(k, out_size, f, out_size, f, 3).mean(axis=(2, 4), dtype=np.float64)
-                    grid = np.rint(grid).astype(np.uint8)
-                out[a:b] = grid
+                framebuffer, colour, _ = self._target(size, _pow2_at_least(k) if k < layers else layers)
+                chunk = data[a:b]
+                chunk[:, 28] = np.arange(k)
+                framebuffer.use()
+                framebuffer.clear(*background, 1.0, depth=1.0)
+                for vao, buffer, which in ((fast_vao, self._instances[0], ~guarded[a:b]),
+                                           (guarded_vao, self._instances[1], guarded[a:b])):
+                    count = int(which.sum())
+                    if count:
+                        buffer.write(np.ascontiguousarray(chunk[which]).tobytes())
+                        vao.render(self._moderngl.TRIANGLES, vertices=n_indices, instances=count)
+                raw = colour.read()
+                img = np.frombuffer(raw, dtype=np.uint8).reshape(-1, size, size, 4)[:k, ::-1, :, :3]
+                out[a:b] = img if f == 1 else _box(img, f)
         finally:
             ctx.disable_direct(_GL_DEPTH_CLAMP)
-            for i in range(_N_CLIP):
-                ctx.disable_direct(_GL_CLIP_DISTANCE0 + i)
         return out
+
+
+def _box(img: np.ndarray, f: int) -> np.ndarray:
+    """The mean of each f x f block of uint8 images (k, S, S, 3), rounded half to even (as np.rint)."""
+    rows = img[:, 0::f].astype(np.uint16)
+    for i in range(1, f):
+        rows += img[:, i::f]
+    total = rows[:, :, 0::f].copy()
+    for j in range(1, f):
+        total += rows[:, :, j::f]
+    n = f * f
+    q = total // n
+    r2 = 2 * (total - q * n)
+    q += (r2 > n) | ((r2 == n) & (q % 2 == 1))
+    return q.astype(np.uint8)
 
 
 __all__ = ["GlBackend"]

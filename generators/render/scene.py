@@ -62,7 +62,8 @@ class Light:
 @dataclass(frozen=True)
 class RenderSettings:
     """Output settings: background colour (sRGB-encoded, in [0, 1]) and antialiasing samples per pixel
-    (1 = off; the cpu backend takes sqrt(samples) x sqrt(samples) sub-pixels, gl uses MSAA)."""
+    (1 = off; the cpu and gl backends render sqrt(samples) x sqrt(samples) sub-pixels on a regular grid
+    and average them; pyrender uses its 4x MSAA)."""
 
     background: tuple[float, float, float] = (1.0, 1.0, 1.0)
     samples: int = 4
