@@ -13,6 +13,8 @@ draws M instances of one mesh (see :mod:`.scene` for the conventions). Backends 
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -48,6 +50,20 @@ class Backend(ABC):
     def render(self, mesh: Any, model: np.ndarray, view: np.ndarray, colours: np.ndarray, camera: Camera,
                light: Light, settings: RenderSettings) -> np.ndarray:
         """uint8 images (M, S, S, 3); see :func:`render`."""
+
+
+def probe_in_child(script: str, timeout: float = 120.0) -> str | None:
+    """Run ``script`` in a fresh Python process: None when it exits 0 having printed something, else the
+    last line of what it said. Backends probe EGL this way, so that the calling process never initialises
+    EGL just to ask (a forked worker could not use it afterwards)."""
+    try:
+        probe = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"{type(error).__name__}: {error}"
+    if probe.returncode == 0 and probe.stdout.strip():
+        return None
+    lines = (probe.stderr or probe.stdout).strip().splitlines()
+    return lines[-1] if lines else f"exit status {probe.returncode}"
 
 
 def backend_class(name: str) -> type[Backend]:

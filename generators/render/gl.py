@@ -31,15 +31,13 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import subprocess
-import sys
 from collections import OrderedDict
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ..errors import FactorbenchError
-from . import Backend
+from . import Backend, probe_in_child
 from .scene import Camera, Light, RenderSettings
 
 _INSTANCE_FLOATS = 29  # mat4 mvp (16) + mat3 model (9) + colour (3) + layer (1)
@@ -240,13 +238,8 @@ class GlBackend(Backend):
             try:
                 import moderngl  # noqa: F401
 
-                probe = subprocess.run([sys.executable, "-c", _PROBE_SCRIPT], capture_output=True, text=True,
-                                       timeout=120)
-                if probe.returncode == 0 and probe.stdout.strip():
-                    _PROBE["reason"] = None
-                else:
-                    lines = (probe.stderr or probe.stdout).strip().splitlines()
-                    _PROBE["reason"] = _unavailable(lines[-1] if lines else f"exit status {probe.returncode}")
+                failure = probe_in_child(_PROBE_SCRIPT)
+                _PROBE["reason"] = None if failure is None else _unavailable(failure)
             except Exception as error:  # noqa: BLE001 -- any failure means "no GL here"
                 _PROBE["reason"] = _unavailable(f"{type(error).__name__}: {error}")
         return _PROBE["reason"]

@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
 from typing import Any, ClassVar, Iterator
 
 import numpy as np
 
 from ..errors import FactorbenchError
-from . import Backend
+from . import Backend, probe_in_child
 from .scene import Camera, Light, RenderSettings, linear_to_srgb, vertex_colours
 
 _PROBE: dict[str, Any] = {}
@@ -123,13 +122,8 @@ class PyrenderBackend(Backend):
                 if importlib.util.find_spec("pyrender") is None:
                     _PROBE["reason"] = _unavailable("pyrender is not installed")
                     return _PROBE["reason"]
-                probe = subprocess.run([sys.executable, "-c", _PROBE_SCRIPT], capture_output=True, text=True,
-                                       timeout=120)
-                if probe.returncode == 0 and probe.stdout.strip():
-                    _PROBE["reason"] = None
-                else:
-                    lines = (probe.stderr or probe.stdout).strip().splitlines()
-                    _PROBE["reason"] = _unavailable(lines[-1] if lines else f"exit status {probe.returncode}")
+                failure = probe_in_child(_PROBE_SCRIPT)
+                _PROBE["reason"] = None if failure is None else _unavailable(failure)
             except Exception as error:  # noqa: BLE001 -- any failure means "not here"
                 _PROBE["reason"] = _unavailable(f"{type(error).__name__}: {error}")
         return _PROBE["reason"]
