@@ -255,9 +255,6 @@ class ModelNet40(TurntableGenerator):
             raise FactorbenchError(f"modelnet40: {src.label(name)}: {exc}") from None
         return mesh
 
-    def meshes(self) -> list[Mesh]:
-        return [self.mesh(k) for k in range(self.num_objects())]
-
     def spec(self, seed: int = 0, n: int | None = None) -> DatasetSpec:
         self._require_source()
         return super().spec(seed, n)

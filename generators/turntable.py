@@ -11,13 +11,14 @@ one light straight above (intensity 0.5, ambient 0.5), white background, 4 sampl
 object has the same light grey base colour (linear 0.8, 0.8, 0.8): objects differ by shape only, and the
 shading does not change as an object turns (the light is on the rotation axis).
 
-Subclasses provide :meth:`TurntableGenerator.meshes` (the list of meshes in object order), or, to load
-objects lazily, :meth:`TurntableGenerator.num_objects` and :meth:`TurntableGenerator.mesh`.
+Subclasses provide :meth:`TurntableGenerator.num_objects` and :meth:`TurntableGenerator.mesh` (objects
+are loaded one at a time, as rendering needs them).
 """
 
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -75,17 +76,17 @@ class TurntableGenerator(RenderedGenerator, register=False):
         self._normalised: OrderedDict[int, Mesh] = OrderedDict()
 
     # -- what subclasses provide -------------------------------------------------------------
-    def meshes(self) -> list[Mesh]:
-        """The meshes, in object order (as stored: they are centred and scaled when rendered)."""
-        raise NotImplementedError(f"{type(self).__name__} must provide meshes()")
-
+    @abstractmethod
     def num_objects(self) -> int:
-        """K, the number of objects (override together with :meth:`mesh` to avoid building every mesh)."""
-        return len(self.meshes())
+        """K, the number of objects."""
 
+    @abstractmethod
     def mesh(self, k: int) -> Mesh:
-        """Object ``k``'s mesh as stored."""
-        return self.meshes()[k]
+        """Object ``k``'s mesh as stored (it is centred and scaled when rendered)."""
+
+    def meshes(self) -> list[Mesh]:
+        """All meshes, in object order."""
+        return [self.mesh(k) for k in range(self.num_objects())]
 
     # -- the dataset ---------------------------------------------------------------------------
     def factors(self) -> tuple[Factor, ...]:
