@@ -25,16 +25,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .airplane import CAMERA_AZIMUTH, LIGHT
 from .errors import FactorbenchError
 from .factors import Factor
 from .meshes import Mesh
-from .render import Camera, Light, RenderSettings, get_backend, orbit_views, rotation_z
+from .render import Camera, RenderSettings, get_backend, orbit_views, rotation_z
 from .rendered import RenderedGenerator
 
-CAMERA_AZIMUTH = 0.0  # the camera sits on +x, as for the airplane
+# the camera (on +x) and the light (straight above, intensity + ambient = 1) are the airplane's
 FOV_Y_DEGREES = 48.0
-#: light straight above, intensity + ambient = 1 (no channel clips; shading independent of the rotation)
-LIGHT = Light((0.0, 0.0, 1.0), 0.5, 0.5)
 #: the base colour of every object (linear RGB): a light grey
 BASE_COLOUR = (0.8, 0.8, 0.8)
 #: normalised meshes kept per generator (objects are rendered in order, so a batch touches only a few)
