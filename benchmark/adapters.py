@@ -1,0 +1,191 @@
+"""How a protocol's metric call is fed: from the codes of a whole dataset file to a metric's arrays.
+
+:data:`ADAPTERS` maps a metric name (``MetricCall.metric``) to a function ``(context, call) ->
+MetricResult``. The context holds the codes of every sample of the file (in file order), the factor
+values, classes and kinds, and the grid shape; an adapter picks the rows of the splits named in
+``call.data`` (capped by ``call.max_samples`` with a seeded subsample) and passes ``call.settings``
+as keyword arguments. An adapter raises :class:`NotApplicable` when the model's output cannot feed
+the metric (e.g. sampling information metrics need a Gaussian posterior); the result records why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from factorbench.generators.errors import FactorbenchError
+
+from .metrics._base import MetricResult
+from .protocols.base import MetricCall
+
+__all__ = ["ADAPTERS", "EvalContext", "NotApplicable", "adapter"]
+
+
+class NotApplicable(Exception):
+    """The metric cannot be computed from this model's output; the message says why."""
+
+
+@dataclass
+class EvalContext:
+    """Codes of every sample of a dataset file and what metrics need to know about its factors."""
+
+    dataset: Any
+    mu: np.ndarray
+    logvar: np.ndarray | None
+    factors: np.ndarray
+    classes: np.ndarray | None
+    kinds: tuple[str, ...]
+    grid_shape: tuple[int, ...] | None
+
+    def rows(self, split: str) -> np.ndarray:
+        if split == "all":
+            return np.arange(len(self.mu))
+        return np.asarray(self.dataset.split_indices(split))
+
+    def role_rows(self, call: MetricCall, role: str) -> np.ndarray:
+        if role not in call.data:
+            raise FactorbenchError(f"metric call {call.label!r} needs data role {role!r}; it has {sorted(call.data)}")
+        rows = self.rows(call.data[role])
+        if call.max_samples is not None and len(rows) > call.max_samples:
+            rng = np.random.default_rng([call.seed, sum(map(ord, role))])
+            rows = np.sort(rng.choice(rows, call.max_samples, replace=False))
+        return rows
+
+    def arrays(self, rows: np.ndarray) -> dict[str, Any]:
+        return {"codes": self.mu[rows], "factors": self.factors[rows],
+                "classes": None if self.classes is None else self.classes[rows]}
+
+    def grid_codes(self) -> np.ndarray:
+        if self.grid_shape is None:
+            raise NotApplicable("the metric needs a full grid dataset")
+        return self.mu.reshape(*self.grid_shape, self.mu.shape[1])
+
+
+Adapter = Callable[[EvalContext, MetricCall], MetricResult]
+#: metric name -> adapter
+ADAPTERS: dict[str, Adapter] = {}
+
+
+def adapter(name: str) -> Callable[[Adapter], Adapter]:
+    def register(fn: Adapter) -> Adapter:
+        ADAPTERS[name] = fn
+        return fn
+    return register
+
+
+def _on_eval(fn_name: str, module: str, with_kinds: bool = False) -> Adapter:
+    def run(ctx: EvalContext, call: MetricCall) -> MetricResult:
+        import importlib
+
+        metric = getattr(importlib.import_module(f"factorbench.benchmark.metrics.{module}"), fn_name)
+        a = ctx.arrays(ctx.role_rows(call, "eval"))
+        extra = {"kinds": ctx.kinds} if with_kinds else {}
+        return metric(a["codes"], a["factors"], classes=a["classes"], seed=call.seed, **extra, **call.settings)
+    return run
+
+
+def _on_eval_unseeded(fn_name: str, module: str) -> Adapter:
+    def run(ctx: EvalContext, call: MetricCall) -> MetricResult:
+        import importlib
+
+        metric = getattr(importlib.import_module(f"factorbench.benchmark.metrics.{module}"), fn_name)
+        a = ctx.arrays(ctx.role_rows(call, "eval"))
+        return metric(a["codes"], a["factors"], classes=a["classes"], **call.settings)
+    return run
+
+
+ADAPTERS["mig"] = _on_eval_unseeded("mig", "mig")
+ADAPTERS["modularity"] = _on_eval_unseeded("modularity", "modularity")
+ADAPTERS["sap"] = _on_eval("sap", "sap")
+ADAPTERS["explicitness"] = _on_eval("explicitness", "modularity")
+ADAPTERS["irs"] = _on_eval("irs", "irs")
+ADAPTERS["minimality_sufficiency"] = _on_eval("minimality_sufficiency", "minimality")
+ADAPTERS["single_code_accuracy"] = _on_eval("single_code_accuracy", "downstream")
+
+
+@adapter("dci")
+def _dci(ctx: EvalContext, call: MetricCall) -> MetricResult:
+    from .metrics.dci import dci
+
+    parts = {role: ctx.arrays(ctx.role_rows(call, role)) for role in ("train", "validation", "test")
+             if role in call.data}
+    heldout = {}
+    for name in call.data.get("heldout", []):
+        rows = ctx.rows(name)
+        heldout[name] = (ctx.mu[rows], ctx.factors[rows])
+    val = parts.get("validation")
+    return dci(parts["train"]["codes"], parts["train"]["factors"], parts["test"]["codes"], parts["test"]["factors"],
+               codes_val=None if val is None else val["codes"], factors_val=None if val is None else val["factors"],
+               kinds=ctx.kinds, heldout=heldout or None, seed=call.seed, **call.settings)
+
+
+def _grid_sampler(ctx: EvalContext) -> Any:
+    from .metrics.samplers import GridSampler
+
+    if ctx.grid_shape is None:
+        raise NotApplicable("intervention metrics need a full grid dataset (or a generator sampler)")
+    return GridSampler(ctx.dataset.spec.factors, ctx.grid_codes())
+
+
+@adapter("beta_vae_score")
+def _beta_vae(ctx: EvalContext, call: MetricCall) -> MetricResult:
+    from .metrics.intervention import beta_vae_score
+
+    return beta_vae_score(_grid_sampler(ctx), None, seed=call.seed, **call.settings)
+
+
+@adapter("factor_vae_score")
+def _factor_vae(ctx: EvalContext, call: MetricCall) -> MetricResult:
+    from .metrics.intervention import factor_vae_score
+
+    return factor_vae_score(_grid_sampler(ctx), None, seed=call.seed, **call.settings)
+
+
+@adapter("d_lsbd")
+def _d_lsbd(ctx: EvalContext, call: MetricCall) -> MetricResult:
+    from .metrics.lsbd import d_lsbd
+
+    if any(k != "cyclic" for k in ctx.kinds):
+        raise NotApplicable("D_LSBD needs every factor cyclic")
+    return d_lsbd(ctx.grid_codes(), **call.settings)
+
+
+@adapter("d_lsbd_objects")
+def _d_lsbd_objects(ctx: EvalContext, call: MetricCall) -> MetricResult:
+    from .metrics.lsbd import d_lsbd_objects
+
+    if ctx.grid_shape is None or len(ctx.grid_shape) != 2 or ctx.kinds != ("categorical", "cyclic"):
+        raise NotApplicable("D_LSBD per object needs an (object, rotation) grid")
+    return d_lsbd_objects(ctx.grid_codes(), **call.settings)
+
+
+def _posterior_rows(ctx: EvalContext, call: MetricCall) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    rows = ctx.role_rows(call, "eval")
+    return ctx.mu[rows], None if ctx.logvar is None else ctx.logvar[rows], rows
+
+
+@adapter("do_tran")
+def _do_tran(ctx: EvalContext, call: MetricCall) -> MetricResult:
+    from .metrics.do_tran import do_tran
+
+    mu, logvar, rows = _posterior_rows(ctx, call)
+    return do_tran(mu, logvar, ctx.factors[rows], classes=None if ctx.classes is None else ctx.classes[rows],
+                   **call.settings)
+
+
+def _sampling(fn_name: str) -> Adapter:
+    def run(ctx: EvalContext, call: MetricCall) -> MetricResult:
+        from .metrics import do_tran as module
+
+        mu, logvar, _ = _posterior_rows(ctx, call)
+        if logvar is None:
+            raise NotApplicable(f"{fn_name} needs a Gaussian posterior (mu, logvar); the encoder returned plain codes")
+        return getattr(module, fn_name)(mu, logvar, seed=call.seed, **call.settings)
+    return run
+
+
+ADAPTERS["wsepin"] = _sampling("wsepin")
+ADAPTERS["windin"] = _sampling("windin")

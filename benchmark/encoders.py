@@ -1,0 +1,229 @@
+"""Encoders: how a model is turned into codes for a protocol, and the reference encoders.
+
+An encoder is any callable that maps a batch of uint8 images ``(n, H, W, C)`` to codes ``(n, D)``,
+or to a Gaussian posterior ``(mu, logvar)``, as numpy arrays or torch tensors (on any device). A
+``torch.nn.Module`` is wrapped automatically (float images in [0, 1], channels first, ``eval()`` and
+``no_grad``, on the module's device). Two optional hooks:
+
+- ``fit(images)``: called once with the training split's images (e.g. PCA);
+- ``encode_dataset(dataset, rows)``: encode rows of a dataset directly (the ``ideal`` encoder reads
+  the true factors instead of the pixels).
+
+Reference encoders (:data:`REFERENCE_ENCODERS`), the floor and ceiling rows of every table:
+``ideal`` (the true factors, cyclic ones as (cos, sin)), ``random`` (a fixed random projection of
+the pixels to 10 dimensions) and ``pca`` (10 principal components fitted on the training split).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from factorbench.generators.errors import FactorbenchError
+
+__all__ = ["IdealEncoder", "PCAEncoder", "REFERENCE_ENCODERS", "RandomProjectionEncoder", "describe_encoder",
+           "encode", "load_encoder", "to_numpy"]
+
+
+def to_numpy(x: Any) -> np.ndarray:
+    """A numpy array from a numpy array, a torch tensor (any device) or an array-like."""
+    if hasattr(x, "detach") and hasattr(x, "cpu"):
+        x = x.detach().cpu()
+        if hasattr(x, "float") and str(getattr(x, "dtype", "")).startswith("torch.bfloat16"):
+            x = x.float()
+        x = x.numpy()
+    return np.asarray(x)
+
+
+class IdealEncoder:
+    """The true factors as a code: continuous and categorical factors as their values, cyclic
+    factors as (cos, sin) of their angle. The ceiling row of every protocol."""
+
+    description = "ideal: the true factors (cyclic factors as cos, sin)"
+
+    def encode_dataset(self, dataset: Any, rows: np.ndarray) -> np.ndarray:
+        values = dataset.factors[rows]
+        columns = []
+        for j, factor in enumerate(dataset.spec.factors):
+            v = values[:, j]
+            if factor.kind == "cyclic":
+                angle = 2.0 * math.pi * (v - factor.low) / factor.period
+                columns += [np.cos(angle), np.sin(angle)]
+            else:
+                columns.append(v)
+        return np.stack(columns, axis=1)
+
+    def __call__(self, images: np.ndarray) -> np.ndarray:
+        raise FactorbenchError("the ideal encoder reads the true factors, not images: use it through evaluate()")
+
+
+class RandomProjectionEncoder:
+    """A fixed Gaussian random projection of the pixels (scaled to [0, 1]) to ``dim`` dimensions,
+    seeded: the floor row of every protocol."""
+
+    def __init__(self, dim: int = 10, seed: int = 0) -> None:
+        self.dim, self.seed = dim, seed
+        self.description = f"random: fixed Gaussian projection of the pixels to {dim} dimensions (seed {seed})"
+        self._matrix: np.ndarray | None = None
+
+    def __call__(self, images: np.ndarray) -> np.ndarray:
+        x = images.reshape(len(images), -1).astype(np.float32) / 255.0
+        if self._matrix is None or self._matrix.shape[0] != x.shape[1]:
+            rng = np.random.default_rng(self.seed)
+            self._matrix = (rng.standard_normal((x.shape[1], self.dim)) / math.sqrt(x.shape[1])).astype(np.float32)
+        return (x @ self._matrix).astype(np.float64)
+
+
+class PCAEncoder:
+    """Principal components of the pixels (scaled to [0, 1]), fitted on (at most ``max_fit`` images of)
+    the training split with a seeded randomised SVD."""
+
+    def __init__(self, dim: int = 10, max_fit: int = 10_000, seed: int = 0) -> None:
+        self.dim, self.max_fit, self.seed = dim, max_fit, seed
+        self.description = f"pca: {dim} principal components of the pixels, fitted on <= {max_fit} training images"
+        self._mean: np.ndarray | None = None
+        self._components: np.ndarray | None = None
+
+    def fit(self, images: Any) -> "PCAEncoder":
+        from sklearn.decomposition import PCA
+
+        n = len(images)
+        rows = np.arange(n)
+        if n > self.max_fit:
+            rows = np.sort(np.random.default_rng(self.seed).choice(n, self.max_fit, replace=False))
+        x = np.asarray(images[rows]).reshape(len(rows), -1).astype(np.float32) / 255.0
+        pca = PCA(n_components=min(self.dim, *x.shape), svd_solver="randomized", random_state=self.seed).fit(x)
+        self._mean, self._components = pca.mean_.astype(np.float32), pca.components_.astype(np.float32)
+        return self
+
+    def __call__(self, images: np.ndarray) -> np.ndarray:
+        if self._components is None:
+            raise FactorbenchError("PCAEncoder is not fitted: call fit(training images) first (evaluate() does)")
+        x = images.reshape(len(images), -1).astype(np.float32) / 255.0
+        return ((x - self._mean) @ self._components.T).astype(np.float64)
+
+
+#: name -> factory of a reference encoder
+REFERENCE_ENCODERS: dict[str, Callable[[], Any]] = {
+    "ideal": IdealEncoder,
+    "random": RandomProjectionEncoder,
+    "pca": PCAEncoder,
+}
+
+
+class _TorchModule:
+    """Wraps a ``torch.nn.Module``: uint8 (n, H, W, C) -> float (n, C, H, W) in [0, 1] on its device."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+        self.description = f"torch module {type(module).__module__}.{type(module).__qualname__}"
+
+    def __call__(self, images: np.ndarray) -> Any:
+        import torch
+
+        try:
+            device = next(self.module.parameters()).device
+        except StopIteration:
+            device = torch.device("cpu")
+        x = torch.from_numpy(np.ascontiguousarray(images)).to(device).permute(0, 3, 1, 2).float() / 255.0
+        self.module.eval()
+        with torch.no_grad():
+            return self.module(x)
+
+
+def _is_torch_module(obj: Any) -> bool:
+    return any(f"{c.__module__}.{c.__name__}" == "torch.nn.modules.module.Module" for c in type(obj).__mro__)
+
+
+def load_encoder(spec: Any) -> Any:
+    """An encoder from a reference name (``ideal``, ``random``, ``pca``), a ``module:attribute`` string
+    (a callable encoder, or a factory called with no arguments that returns one), or an object."""
+    if isinstance(spec, str):
+        if spec in REFERENCE_ENCODERS:
+            return REFERENCE_ENCODERS[spec]()
+        if ":" not in spec:
+            raise FactorbenchError(f"--encoder {spec!r}: give a reference encoder ({', '.join(REFERENCE_ENCODERS)}) "
+                                   "or module:function, e.g. mypackage.models:encode")
+        module_name, _, attr = spec.partition(":")
+        try:
+            obj = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise FactorbenchError(f"--encoder {spec!r}: cannot import {module_name!r} ({exc}); is it on "
+                                   "PYTHONPATH or installed?") from None
+        for part in attr.split("."):
+            if not hasattr(obj, part):
+                raise FactorbenchError(f"--encoder {spec!r}: {module_name} has no attribute {attr!r}")
+            obj = getattr(obj, part)
+        if isinstance(obj, type) or (callable(obj) and getattr(obj, "__factorbench_factory__", False)):
+            obj = obj()
+        spec = obj
+    if _is_torch_module(spec):
+        return _TorchModule(spec)
+    if not (callable(spec) or hasattr(spec, "encode_dataset")):
+        raise FactorbenchError(f"the encoder must be callable (images -> codes), got {type(spec).__name__}")
+    return spec
+
+
+def describe_encoder(encoder: Any) -> str:
+    """A one-line description of an encoder for the result file."""
+    text = getattr(encoder, "description", None)
+    if isinstance(text, str):
+        return text
+    name = getattr(encoder, "__qualname__", None) or type(encoder).__qualname__
+    return f"{getattr(encoder, '__module__', type(encoder).__module__)}.{name}"
+
+
+def _check_batch(out: Any, n: int, what: str) -> tuple[np.ndarray, np.ndarray | None]:
+    if isinstance(out, (tuple, list)) and len(out) == 2:
+        mu, logvar = to_numpy(out[0]), to_numpy(out[1])
+        if mu.shape != logvar.shape:
+            raise FactorbenchError(f"{what} returned (mu, logvar) of shapes {mu.shape} and {logvar.shape}; they must match")
+    else:
+        mu, logvar = to_numpy(out), None
+    for name, a in (("codes" if logvar is None else "mu", mu), ("logvar", logvar)):
+        if a is None:
+            continue
+        if a.dtype == object or not np.issubdtype(a.dtype, np.number):
+            raise FactorbenchError(f"{what} returned {name} of dtype {a.dtype}; return a float array (n, D)")
+        if a.ndim != 2:
+            raise FactorbenchError(f"{what} returned {name} of shape {a.shape} for {n} images; return an array of "
+                                   "shape (n, D) (flatten the code)")
+        if a.shape[0] != n:
+            raise FactorbenchError(f"{what} returned {a.shape[0]} rows for a batch of {n} images; return one row "
+                                   "per image, in order")
+        if not np.isfinite(a).all():
+            raise FactorbenchError(f"{what} returned NaN or inf in {name}; fix the model before scoring it")
+    return mu.astype(np.float64), None if logvar is None else logvar.astype(np.float64)
+
+
+def encode(encoder: Any, dataset: Any, rows: np.ndarray, *, batch_size: int = 256,
+           progress: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """Codes (and log-variances, or None) of ``rows`` of ``dataset``, in that order, checked batch by batch."""
+    from tqdm import tqdm
+
+    if batch_size < 1:
+        raise FactorbenchError(f"batch_size must be positive, got {batch_size}")
+    what = f"the encoder {describe_encoder(encoder)}"
+    if hasattr(encoder, "encode_dataset"):
+        return _check_batch(encoder.encode_dataset(dataset, rows), len(rows), what)
+    mus, logvars = [], []
+    bar = tqdm(total=len(rows), desc="encoding", unit="img", disable=not progress, leave=False)
+    for start in range(0, len(rows), batch_size):
+        batch_rows = rows[start:start + batch_size]
+        images = dataset.images[batch_rows]
+        mu, logvar = _check_batch(encoder(images), len(batch_rows), what)
+        if mus and mu.shape[1] != mus[0].shape[1]:
+            raise FactorbenchError(f"{what} returned {mu.shape[1]} code dimensions for one batch and "
+                                   f"{mus[0].shape[1]} for another; the code size must be fixed")
+        mus.append(mu)
+        logvars.append(logvar)
+        bar.update(len(batch_rows))
+    bar.close()
+    if any(lv is None for lv in logvars) and not all(lv is None for lv in logvars):
+        raise FactorbenchError(f"{what} returned a posterior for some batches and plain codes for others")
+    mu = np.concatenate(mus)
+    return mu, None if logvars[0] is None else np.concatenate(logvars)
