@@ -54,7 +54,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return _plain(value.tolist())
     if isinstance(value, (np.floating, float)):
-        return float(value)
+        return float(value) if np.isfinite(value) else None  # strict JSON: NaN/inf become null
     if isinstance(value, (np.integer, np.bool_)):
         return value.item()
     if isinstance(value, dict):
@@ -74,7 +74,7 @@ class MetricResult:
     headline: ClassVar[tuple[str, ...]] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field as plain Python values (floats, ints, nested lists, dicts)."""
+        """Every field as plain Python values (floats, ints, nested lists, dicts; NaN as None)."""
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def scalars(self) -> dict[str, float]:

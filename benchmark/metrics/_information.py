@@ -22,7 +22,8 @@ __all__ = [
 
 def entropy_from_counts(counts: np.ndarray, axis: int = -1) -> np.ndarray:
     """Entropy (nats) of the distribution(s) given by non-negative ``counts`` along ``axis``."""
-    counts = np.asarray(counts, dtype=np.float64)
+    # sorted along the axis, so the sum (and the estimate) does not depend on how labels are numbered
+    counts = np.sort(np.asarray(counts, dtype=np.float64), axis=axis)
     total = counts.sum(axis=axis, keepdims=True)
     p = np.divide(counts, total, out=np.zeros_like(counts), where=total > 0)
     with np.errstate(divide="ignore", invalid="ignore"):

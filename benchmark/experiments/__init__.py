@@ -1,0 +1,1 @@
+"""Scripts that reproduce the papers' experiments with factorbench (run with python -m)."""
