@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from factorbench.generators.errors import FactorbenchError
 
 from .metrics._base import MetricResult
-from .protocols.base import MetricCall
+
+if TYPE_CHECKING:  # the protocols import this module to fill in metric defaults
+    from .protocols.base import MetricCall
 
 __all__ = ["ADAPTERS", "EvalContext", "NotApplicable", "adapter"]
 
@@ -64,7 +66,43 @@ class EvalContext:
         return self.mu.reshape(*self.grid_shape, self.mu.shape[1])
 
 
-Adapter = Callable[[EvalContext, MetricCall], MetricResult]
+#: metric name -> "module.function" in factorbench.benchmark.metrics
+METRIC_FUNCTIONS: dict[str, str] = {
+    "dci": "dci.dci", "mig": "mig.mig", "sap": "sap.sap", "modularity": "modularity.modularity",
+    "explicitness": "modularity.explicitness", "irs": "irs.irs",
+    "minimality_sufficiency": "minimality.minimality_sufficiency",
+    "single_code_accuracy": "downstream.single_code_accuracy",
+    "beta_vae_score": "intervention.beta_vae_score", "factor_vae_score": "intervention.factor_vae_score",
+    "d_lsbd": "lsbd.d_lsbd", "d_lsbd_objects": "lsbd.d_lsbd_objects", "do_tran": "do_tran.do_tran",
+    "wsepin": "do_tran.wsepin", "windin": "do_tran.windin",
+}
+#: keyword arguments the adapters fill from the data (never part of a protocol's settings)
+FED_BY_ADAPTER = frozenset({"classes", "kinds", "seed", "codes_val", "factors_val", "heldout", "encoder", "logvar",
+                            "classes_train", "classes_test", "classes_val"})
+
+
+def metric_function(name: str) -> Callable[..., MetricResult]:
+    import importlib
+
+    module, fn = METRIC_FUNCTIONS[name].split(".")
+    return getattr(importlib.import_module(f"factorbench.benchmark.metrics.{module}"), fn)
+
+
+def metric_defaults(name: str) -> dict[str, Any]:
+    """The keyword settings of metric ``name`` with their defaults (JSON values), minus the ones the
+    adapters fill from the data."""
+    import inspect
+
+    out = {}
+    for p in inspect.signature(metric_function(name)).parameters.values():
+        if p.default is p.empty or p.kind is p.VAR_KEYWORD or p.name in FED_BY_ADAPTER:
+            continue
+        value = p.default
+        out[p.name] = list(value) if isinstance(value, (range, tuple)) else value
+    return out
+
+
+Adapter = Callable[[EvalContext, "MetricCall"], MetricResult]
 #: metric name -> adapter
 ADAPTERS: dict[str, Adapter] = {}
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from factorbench import generators
 from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.params import params_to_dict
 from factorbench.generators.presets import resolve_split
 from factorbench.generators.spec import DatasetSpec
 from factorbench.generators.splits import RandomSplit, SplitSpec, split_from_dict
@@ -100,7 +101,6 @@ def _find_cached(ref: DatasetRef, directory: Path) -> Path:
 
 def dataset_spec_params(ref: DatasetRef) -> dict[str, Any]:
     """The generator's full parameter dict for a reference (defaults filled in)."""
-    from factorbench.generators.params import params_to_dict
     return params_to_dict(generators.get(ref.generator, ref.params).params)
 
 

@@ -186,6 +186,94 @@ def _show(p: argparse.ArgumentParser) -> None:
     p.set_defaults(run=run)
 
 
+@command("protocols", "list the evaluation protocols, or print one protocol's full definition")
+def _protocols(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", nargs="?", help="a protocol name (default: list them all)")
+    p.add_argument("--dataset-path", action="store_true",
+                   help="prepare the protocol's dataset in the cache (generating it on first use) and print its "
+                   "path: encode its images in file order to evaluate precomputed codes with --codes")
+    p.add_argument("--source", metavar="PATH", default=None, help="local data for protocols that need it")
+
+    def run(args: argparse.Namespace) -> int:
+        from .protocols import get_protocol, list_protocols
+
+        if args.name is None:
+            for name, description in list_protocols().items():
+                print(f"{name:<22} {description}")
+            return 0
+        protocol = get_protocol(args.name)
+        if args.dataset_path:
+            from .cache import prepare_dataset
+
+            print(prepare_dataset(protocol.dataset, source=args.source))
+            return 0
+        print(f"# {protocol.name}  hash {protocol.hash()}")
+        print(protocol.to_json(indent=2))
+        return 0
+    p.set_defaults(run=run)
+
+
+@command("evaluate", "score an encoder (or precomputed codes) under a protocol and write a result JSON")
+def _evaluate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("protocol", help="protocol name (see `factorbench protocols`)")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--encoder", metavar="SPEC", help="ideal, random, pca, or module:function (a callable "
+                      "images (n, H, W, C) uint8 -> codes (n, D) or (mu, logvar), or a factory returning one)")
+    what.add_argument("--codes", metavar="FILE", help="codes of every sample of the protocol's dataset, in file "
+                      "order: .npy, or .npz with 'codes' or 'mu' and 'logvar'")
+    p.add_argument("--out", metavar="JSON", help="result file (default: <protocol>.<model>.json)")
+    p.add_argument("--model", default=None, help="model name recorded in the result (default: from --encoder)")
+    p.add_argument("--plots", metavar="DIR", help="also write PNG plots of the metrics' matrices into DIR")
+    p.add_argument("--batch-size", type=int, default=256, help="images per encoder call (default 256)")
+    p.add_argument("--source", metavar="PATH", default=None, help="local data for protocols that need it")
+    p.add_argument("--only", nargs="+", metavar="LABEL", help="run only these metric labels (a partial result)")
+    p.add_argument("--force", action="store_true", help="overwrite the result file if it exists")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+
+    def run(args: argparse.Namespace) -> int:
+        import dataclasses
+
+        from .evaluate import evaluate, load_codes
+
+        model = args.model or (args.encoder.replace(":", ".") if args.encoder else Path(args.codes).stem)
+        out = Path(args.out) if args.out else Path(f"{args.protocol}.{model}.json")
+        if out.exists() and not args.force:
+            raise FactorbenchError(f"{out} exists; pass --force to replace it or --out to write elsewhere")
+        codes = load_codes(args.codes) if args.codes else None
+        result = evaluate(args.protocol, args.encoder, codes=codes, batch_size=args.batch_size, source=args.source,
+                          progress=not args.quiet, only=tuple(args.only) if args.only else None)
+        result = dataclasses.replace(result, model=model)
+        result.save(out, force=args.force)
+        print(result.summary())
+        print(f"wrote {out}")
+        if args.plots:
+            from .plots import plot_result
+
+            for path in plot_result(result, args.plots):
+                print(f"wrote {path}")
+        return 0
+    p.set_defaults(run=run)
+
+
+@command("scores", "print the reference-score table of a protocol, best first by its headline metric")
+def _scores(p: argparse.ArgumentParser) -> None:
+    p.add_argument("protocol", help="protocol name (see `factorbench protocols`)")
+    p.add_argument("--format", choices=("md", "csv"), default="md")
+    p.add_argument("--dir", metavar="DIR", default=None, help="a folder of result JSON files (default: the "
+                   "reference results shipped with factorbench)")
+
+    def run(args: argparse.Namespace) -> int:
+        from .results import format_table, scores_table
+
+        header, rows = scores_table(args.protocol, args.dir)
+        if not rows:
+            print(f"no results for {args.protocol} yet")
+            return 0
+        print(format_table(header, rows, args.format))
+        return 0
+    p.set_defaults(run=run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="factorbench", description="Datasets with known factors of variation, "
                                      "and the protocols and metrics to evaluate representations on them.")

@@ -17,6 +17,7 @@ the pixels to 10 dimensions) and ``pca`` (10 principal components fitted on the 
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 from collections.abc import Callable
 from typing import Any
@@ -139,6 +140,19 @@ def _is_torch_module(obj: Any) -> bool:
     return any(f"{c.__module__}.{c.__name__}" == "torch.nn.modules.module.Module" for c in type(obj).__mro__)
 
 
+def _is_factory(obj: Any) -> bool:
+    """A class, or a function that takes no required argument: called once to build the encoder."""
+    if isinstance(obj, type):
+        return True
+    if not callable(obj):
+        return False
+    try:
+        params = inspect.signature(obj).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return not any(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+
+
 def load_encoder(spec: Any) -> Any:
     """An encoder from a reference name (``ideal``, ``random``, ``pca``), a ``module:attribute`` string
     (a callable encoder, or a factory called with no arguments that returns one), or an object."""
@@ -158,7 +172,7 @@ def load_encoder(spec: Any) -> Any:
             if not hasattr(obj, part):
                 raise FactorbenchError(f"--encoder {spec!r}: {module_name} has no attribute {attr!r}")
             obj = getattr(obj, part)
-        if isinstance(obj, type) or (callable(obj) and getattr(obj, "__factorbench_factory__", False)):
+        if _is_factory(obj):
             obj = obj()
         spec = obj
     if _is_torch_module(spec):

@@ -10,6 +10,7 @@ which protocol, data, package and encoder produced it.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import os
 import platform
 import time
@@ -98,8 +99,9 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
                 skipped[call.label] = str(why)
                 continue
             timings[call.label] = time.perf_counter() - t0
-            metrics[call.label] = {"metric": call.metric, "scalars": result.scalars(), "result": result.to_dict()}
-        dataset_info = {"path": str(path), "spec_hash": ds.spec.hash(), "manifest_sha256": dict(ds.manifest["sha256"]),
+            scalars = {k: (v if math.isfinite(v) else None) for k, v in result.scalars().items()}
+            metrics[call.label] = {"metric": call.metric, "scalars": scalars, "result": result.to_dict()}
+        dataset_info = {"path": str(path), "spec_hash": ds.spec.hash(), "factor_names": list(ds.spec.factor_names), "manifest_sha256": dict(ds.manifest["sha256"]),
                         "renderer": ds.manifest.get("renderer", "")}
     return EvaluationResult(
         protocol=protocol.name, protocol_version=protocol.version, protocol_hash=protocol.hash(),

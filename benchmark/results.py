@@ -53,7 +53,8 @@ class EvaluationResult:
 
     def scalars(self) -> dict[str, float]:
         """``{"label.field": value}`` of every headline scalar."""
-        return {f"{label}.{name}": float(v) for label, m in self.metrics.items() for name, v in m["scalars"].items()}
+        return {f"{label}.{name}": math.nan if v is None else float(v)
+                for label, m in self.metrics.items() for name, v in m["scalars"].items()}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

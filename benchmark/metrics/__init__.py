@@ -1,5 +1,25 @@
-"""Disentanglement metrics: plain, seeded functions over arrays (see ``_base`` for the conventions)."""
+"""Disentanglement metrics: plain, seeded functions over arrays (conventions in ``_base``; formulas,
+sources and defaults in ``benchmark/METRICS.md``)."""
 
 from ._base import MetricInputError, MetricResult, factor_classes
+from .dci import DCIResult, ZeroShotResult, dci, dci_from_importance, zero_shot_informativeness
+from .do_tran import do_tran, informativeness, jemmig, misjed, rmig, windin, wsepin
+from .downstream import DownstreamResult, single_code_accuracy
+from .intervention import BetaVAEResult, FactorVAEResult, beta_vae_score, factor_vae_score
+from .irs import IRSResult, irs
+from .lsbd import LSBDObjectsResult, LSBDResult, d_lsbd, d_lsbd_objects
+from .mig import MIGResult, mig
+from .minimality import MinimalitySufficiencyResult, minimality_sufficiency
+from .modularity import ExplicitnessResult, ModularityResult, explicitness, modularity
+from .samplers import FactorSampler, GeneratorSampler, GridSampler
+from .sap import SAPResult, sap
 
-__all__ = ["MetricInputError", "MetricResult", "factor_classes"]
+__all__ = [
+    "BetaVAEResult", "DCIResult", "DownstreamResult", "ExplicitnessResult", "FactorSampler", "FactorVAEResult",
+    "GeneratorSampler", "GridSampler", "IRSResult", "LSBDObjectsResult", "LSBDResult", "MIGResult",
+    "MetricInputError", "MetricResult", "MinimalitySufficiencyResult", "ModularityResult", "SAPResult",
+    "ZeroShotResult", "beta_vae_score", "d_lsbd", "d_lsbd_objects", "dci", "dci_from_importance", "do_tran",
+    "explicitness", "factor_classes", "factor_vae_score", "informativeness", "irs", "jemmig", "mig",
+    "minimality_sufficiency", "misjed", "modularity", "rmig", "sap", "single_code_accuracy", "windin", "wsepin",
+    "zero_shot_informativeness",
+]

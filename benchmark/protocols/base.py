@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from factorbench import generators
 from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.params import params_to_dict
 from factorbench.generators.spec import canonical_json, sha256_text
 
 __all__ = ["DatasetRef", "Headline", "MetricCall", "PROTOCOLS", "Protocol", "get_protocol", "list_protocols",
@@ -123,12 +124,17 @@ class Protocol:
     def generator_version(self) -> str:
         return generators.get(self.dataset.generator, self.dataset.params).version
 
+    def dataset_params(self) -> dict[str, Any]:
+        """Every generator parameter, defaults filled in (so a changed default changes the hash)."""
+        return params_to_dict(generators.get(self.dataset.generator, self.dataset.params).params)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "version": self.version,
             "description": self.description,
-            "dataset": {**self.dataset.to_dict(), "generator_version": self.generator_version()},
+            "dataset": {**self.dataset.to_dict(), "params": self.dataset_params(),
+                        "generator_version": self.generator_version()},
             "metrics": [m.to_dict() for m in self.metrics],
             "headline": self.headline.to_dict(),
             "citation": self.citation,

@@ -10,10 +10,23 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from factorbench import generators
 from factorbench.generators.presets import applicable_presets
 
 from .base import DatasetRef, Headline, MetricCall, Protocol, register
+
+#: DCI's hyperparameter grids, stated in the protocols (the metric's defaults)
+DCI_GRIDS = {"alphas": [float(a) for a in np.logspace(-4, 0, 13)], "depths": [2, 4, 8, 12, 16, None]}
+
+
+def _call(label: str, metric: str, data: dict, settings: dict | None = None, **kw) -> MetricCall:
+    """A metric call whose settings state every keyword of the metric: its defaults, overridden by
+    ``settings``. So the protocol's JSON (and hash) pins every setting, defaults included."""
+    from ..adapters import metric_defaults
+
+    return MetricCall(label, metric, data, {**metric_defaults(metric), **(settings or {})}, **kw)
 
 EASTWOOD = ("Eastwood & Williams, A framework for the quantitative evaluation of disentangled representations, "
             "ICLR 2018")
@@ -29,16 +42,15 @@ def _teapot_dci() -> Protocol:
     splits = {"train": "train", "validation": "validation", "test": "test", "heldout": ["zeroshot"]}
     test = {"eval": "test"}
     metrics = (
-        MetricCall("dci_lasso", "dci", splits, {"regressor": "lasso"}),
-        MetricCall("dci_forest", "dci", splits, {"regressor": "forest"}),
-        MetricCall("mig", "mig", test),
-        MetricCall("sap", "sap", test),
-        MetricCall("modularity", "modularity", test),
-        MetricCall("explicitness", "explicitness", test, max_samples=10_000),
-        MetricCall("irs", "irs", test),
-        MetricCall("do_tran", "do_tran", test, max_samples=10_000),
-        MetricCall("wsepin", "wsepin", test, max_samples=10_000),
-        MetricCall("windin", "windin", test, max_samples=10_000),
+        _call("dci_lasso", "dci", splits, {"regressor": "lasso", **DCI_GRIDS}),
+        _call("dci_forest", "dci", splits, {"regressor": "forest", **DCI_GRIDS}),
+        _call("mig", "mig", test),
+        _call("sap", "sap", test),
+        _call("modularity", "modularity", test),
+        _call("explicitness", "explicitness", test, max_samples=10_000),
+        _call("irs", "irs", test),
+        _call("do_tran", "do_tran", test, max_samples=10_000),
+        _call("wsepin", "wsepin", test, max_samples=10_000),
     )
     return Protocol(
         "teapot-dci-v1", 1,
@@ -50,15 +62,15 @@ def _teapot_dci() -> Protocol:
 def _lsbd(name: str, generator: str, per_object: bool = False, needs_source: bool = False) -> Protocol:
     everything = {"eval": "all"}
     readout = {"train": "train", "validation": "validation", "test": "test"}
-    lsbd = (MetricCall("d_lsbd", "d_lsbd_objects", {}) if per_object else MetricCall("d_lsbd", "d_lsbd", {}))
+    lsbd = (_call("d_lsbd", "d_lsbd_objects", {}) if per_object else _call("d_lsbd", "d_lsbd", {}))
     metrics = (
         lsbd,
-        MetricCall("beta_vae", "beta_vae_score", {}),
-        MetricCall("factor_vae", "factor_vae_score", {}),
-        MetricCall("sap", "sap", everything),
-        MetricCall("dci", "dci", readout, {"regressor": "forest"}),
-        MetricCall("mig", "mig", everything),
-        MetricCall("modularity", "modularity", everything),
+        _call("beta_vae", "beta_vae_score", {}),
+        _call("factor_vae", "factor_vae_score", {}),
+        _call("sap", "sap", everything),
+        _call("dci", "dci", readout, {"regressor": "forest", **DCI_GRIDS}),
+        _call("mig", "mig", everything),
+        _call("modularity", "modularity", everything),
     )
     what = "per object, averaged" if per_object else "on the full grid"
     return Protocol(
@@ -78,12 +90,12 @@ def _dependent(generator: str) -> Protocol:
     for label, split in settings:
         data = {"eval": split}
         metrics += [
-            MetricCall(f"{label}.minimality_sufficiency", "minimality_sufficiency", data, max_samples=cap),
-            MetricCall(f"{label}.mig", "mig", data, max_samples=cap),
-            MetricCall(f"{label}.sap", "sap", data, max_samples=cap),
-            MetricCall(f"{label}.modularity", "modularity", data, max_samples=cap),
-            MetricCall(f"{label}.irs", "irs", data, max_samples=cap),
-            MetricCall(f"{label}.downstream", "single_code_accuracy", data, max_samples=cap),
+            _call(f"{label}.minimality_sufficiency", "minimality_sufficiency", data, max_samples=cap),
+            _call(f"{label}.mig", "mig", data, max_samples=cap),
+            _call(f"{label}.sap", "sap", data, max_samples=cap),
+            _call(f"{label}.modularity", "modularity", data, max_samples=cap),
+            _call(f"{label}.irs", "irs", data, max_samples=cap),
+            _call(f"{label}.downstream", "single_code_accuracy", data, max_samples=cap),
         ]
     return Protocol(
         f"{generator}-dependent-v1", 1,

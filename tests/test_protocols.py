@@ -1,0 +1,211 @@
+"""Protocols, encoders, evaluate(), result files and the scores table."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from factorbench.benchmark.adapters import ADAPTERS
+from factorbench.benchmark.cli import main
+from factorbench.benchmark.encoders import encode, load_encoder
+from factorbench.benchmark.evaluate import evaluate
+from factorbench.benchmark.protocols import PROTOCOLS, DatasetRef, Headline, MetricCall, Protocol, get_protocol
+from factorbench.benchmark.results import format_table, load_result, reference_results, scores_table
+from factorbench.generators.errors import FactorbenchError
+
+# a small protocol on the embedded square set, fast enough for the default suite
+SMALL = Protocol(
+    "square-small-v1", 1, "test protocol", DatasetRef("square"),
+    (MetricCall("d_lsbd", "d_lsbd", {}),
+     MetricCall("mig", "mig", {"eval": "all"}),
+     MetricCall("factor_vae", "factor_vae_score", {}, {"n_train": 300, "n_eval": 200, "n_variance": 1000}),
+     MetricCall("dci", "dci", {"train": "train", "validation": "validation", "test": "test"},
+                {"regressor": "lasso"})),
+    Headline("d_lsbd", "score", "lower"))
+
+
+@pytest.fixture
+def data_dir(tmp_path_factory, monkeypatch):
+    path = tmp_path_factory.getbasetemp() / "protocol-data"
+    monkeypatch.setenv("FACTORBENCH_DATA", str(path))
+    return path
+
+
+# --------------------------------------------------------------------------- protocols
+
+
+def test_registered_protocols_are_versioned_and_hash_stably():
+    assert {"teapot-dci-v1", "square-lsbd-v1", "arrow-lsbd-v1", "airplane-lsbd-v1", "objects-lsbd-v1",
+            "modelnet40-lsbd-v1", "coil100-lsbd-v1", "teapot-dependent-v1", "square-dependent-v1",
+            "arrow-dependent-v1", "airplane-dependent-v1"} <= set(PROTOCOLS)
+    for name, protocol in PROTOCOLS.items():
+        assert name.endswith("-v1")
+        again = Protocol(**{f.name: getattr(protocol, f.name) for f in dataclasses.fields(protocol)})
+        assert again.hash() == protocol.hash() == protocol.hash()
+        assert json.loads(protocol.to_json())["name"] == name
+        for call in protocol.metrics:
+            assert call.metric in ADAPTERS, (name, call.metric)
+
+
+def test_protocol_hash_changes_with_every_setting():
+    base = get_protocol("square-lsbd-v1")
+    calls = list(base.metrics)
+    calls[1] = dataclasses.replace(calls[1], settings={**calls[1].settings, "batch_size": 32})
+    variants = [
+        dataclasses.replace(base, metrics=tuple(calls)),
+        dataclasses.replace(base, metrics=base.metrics[:1] + tuple(dataclasses.replace(c, seed=1) for c in base.metrics[1:])),
+        dataclasses.replace(base, dataset=dataclasses.replace(base.dataset, seed=1)),
+        dataclasses.replace(base, dataset=DatasetRef("square", {"side": 8})),
+        dataclasses.replace(base, headline=Headline("mig", "score")),
+    ]
+    hashes = {v.hash() for v in variants}
+    assert base.hash() not in hashes and len(hashes) == len(variants)
+
+
+def test_protocol_settings_pin_every_metric_default():
+    """Each metric call states every keyword setting of its metric, so a changed default cannot change
+    a protocol's numbers without changing its hash."""
+    from factorbench.benchmark.adapters import FED_BY_ADAPTER, metric_function
+
+    for protocol in PROTOCOLS.values():
+        for call in protocol.metrics:
+            metric = metric_function(call.metric)
+            keywords = {p.name for p in inspect.signature(metric).parameters.values()
+                        if p.default is not p.empty and p.kind is not p.VAR_KEYWORD}
+            missing = keywords - FED_BY_ADAPTER - set(call.settings)
+            assert not missing, f"{protocol.name} {call.label}: settings do not pin {sorted(missing)}"
+
+
+def test_unknown_protocol_lists_the_known_ones():
+    with pytest.raises(FactorbenchError, match="square-lsbd-v1"):
+        get_protocol("square-lsbd")
+
+
+# --------------------------------------------------------------------------- encoders
+
+
+class _Batches:
+    """A stand-in dataset: images are the row index broadcast over a tiny image."""
+
+    def __init__(self, n):
+        self.images = np.arange(n, dtype=np.uint8)[:, None, None, None] * np.ones((1, 2, 2, 1), np.uint8)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda x: np.zeros(len(x)), "shape"),
+    (lambda x: np.zeros((len(x) - 1, 3)), "rows for a batch"),
+    (lambda x: np.full((len(x), 3), np.nan), "NaN"),
+    (lambda x: (np.zeros((len(x), 3)), np.zeros((len(x), 2))), "must match"),
+    (lambda x: np.array([["a"]] * len(x)), "dtype"),
+])
+def test_encoder_output_is_checked(bad, message):
+    with pytest.raises(FactorbenchError, match=message):
+        encode(bad, _Batches(10), np.arange(10), batch_size=4)
+
+
+def test_encoder_code_size_must_be_fixed_and_encoder_callable():
+    calls = iter([3, 4, 4])
+    with pytest.raises(FactorbenchError, match="code size must be fixed"):
+        encode(lambda x: np.zeros((len(x), next(calls))), _Batches(10), np.arange(10), batch_size=4)
+    with pytest.raises(FactorbenchError, match="callable"):
+        load_encoder(42)
+    with pytest.raises(FactorbenchError, match="cannot import"):
+        load_encoder("no_such_module_xyz:encode")
+    with pytest.raises(FactorbenchError, match="reference encoder"):
+        load_encoder("nonsense")
+
+
+def test_encode_batches_in_order_and_accepts_torch():
+    torch = pytest.importorskip("torch")
+    mu, logvar = encode(lambda x: torch.tensor(x[:, 0, 0, :], dtype=torch.float32), _Batches(10), np.arange(10),
+                        batch_size=3)
+    np.testing.assert_array_equal(mu[:, 0], np.arange(10))
+    assert logvar is None
+    module = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 2))
+    out, _ = encode(load_encoder(module), _Batches(5), np.arange(5), batch_size=2)
+    assert out.shape == (5, 2)
+
+
+# --------------------------------------------------------------------------- evaluate
+
+
+@pytest.fixture
+def small_results(data_dir):
+    return {name: evaluate(SMALL, name, progress=False) for name in ("ideal", "random", "pca")}
+
+
+def test_reference_encoders_order_and_result_round_trip(small_results, tmp_path):
+    ideal, random, pca = (small_results[k] for k in ("ideal", "random", "pca"))
+    assert ideal.metrics["d_lsbd"]["scalars"]["score"] < 0.01 < random.metrics["d_lsbd"]["scalars"]["score"]
+    assert ideal.metrics["factor_vae"]["scalars"]["score"] == 1.0 > random.metrics["factor_vae"]["scalars"]["score"]
+    assert pca.metrics["d_lsbd"]["scalars"]["score"] > 0.01
+    assert ideal.code_dim == 4 and ideal.protocol_hash == SMALL.hash()
+    assert ideal.dataset["spec_hash"] and ideal.dataset["manifest_sha256"]["images"]
+    path = ideal.save(tmp_path / "r.json")
+    assert load_result(path).to_dict() == json.loads(json.dumps(ideal.to_dict()))
+    with pytest.raises(FactorbenchError, match="--force"):
+        ideal.save(path)
+
+
+def test_codes_given_by_the_user_must_match_the_file(small_results, data_dir):
+    ideal = small_results["ideal"]
+    with pytest.raises(FactorbenchError, match="rows"):
+        evaluate(SMALL, codes=np.zeros((10, 4)), progress=False)
+    with pytest.raises(FactorbenchError, match="either an encoder or codes"):
+        evaluate(SMALL, progress=False)
+    from factorbench.benchmark import load
+
+    with load(ideal.dataset["path"]) as ds:
+        angles = ds.factors
+    codes = np.concatenate([np.cos(angles), np.sin(angles)], axis=1)
+    again = evaluate(SMALL, codes=codes, progress=False, only=("d_lsbd",))
+    assert again.partial and again.metrics["d_lsbd"]["scalars"]["score"] < 0.01
+
+
+def test_scores_table_sorts_and_refuses_stale_results(small_results, tmp_path):
+    folder = tmp_path / "ref"
+    for name, result in small_results.items():
+        dataclasses.replace(result, model=name).save(folder / f"{name}.json")
+    header, rows = scores_table(SMALL, folder)
+    assert header[:2] == ["model", "runs"] and rows[0][0] == "ideal" and rows[-1][0] == "random"
+    assert "| ideal |" in format_table(header, rows, "md")
+    assert format_table(header, rows, "csv").splitlines()[0].startswith("model,runs,")
+    stale = json.loads((folder / "pca.json").read_text())
+    stale["protocol_hash"] = "0" * 64
+    (folder / "pca.json").write_text(json.dumps(stale))
+    with pytest.raises(FactorbenchError, match="stale"):
+        reference_results(SMALL, folder)
+
+
+def test_seeds_are_aggregated(small_results, tmp_path):
+    ideal = small_results["ideal"].to_dict()
+    other = json.loads(json.dumps(ideal))
+    other["metrics"]["mig"]["scalars"]["score"] = ideal["metrics"]["mig"]["scalars"]["score"] - 0.1
+    (tmp_path / "ideal.json").write_text(json.dumps({"model": "ideal", "runs": [ideal, other]}))
+    header, rows = scores_table(SMALL, tmp_path)
+    mean, std = rows[0][header.index("mig.score")]
+    assert rows[0][1] == 2 and std == pytest.approx(0.05)
+
+
+def test_cli_evaluate_with_module_function(small_results, data_dir, tmp_path, monkeypatch, capsys):
+    (tmp_path / "my_encoder_mod.py").write_text(
+        "import numpy as np\n"
+        "def encode(images):\n"
+        "    x = images.reshape(len(images), -1).astype(float)\n"
+        "    return x[:, :6]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("my_encoder_mod", None)
+    out = tmp_path / "result.json"
+    import factorbench.benchmark.protocols.base as base
+
+    monkeypatch.setitem(base.PROTOCOLS, SMALL.name, SMALL)
+    code = main(["evaluate", SMALL.name, "--encoder", "my_encoder_mod:encode", "--out", str(out), "--quiet",
+                 "--only", "mig"])
+    assert code == 0 and load_result(out).encoder.endswith("encode") and load_result(out).code_dim == 6
+    assert main(["evaluate", SMALL.name, "--encoder", "my_encoder_mod:encode", "--out", str(out), "--quiet"]) == 2
+    assert "--force" in capsys.readouterr().err
