@@ -233,7 +233,7 @@ def _evaluate(p: argparse.ArgumentParser) -> None:
     def run(args: argparse.Namespace) -> int:
         import dataclasses
 
-        from .evaluate import evaluate, load_codes
+        from .evaluation import evaluate, load_codes
 
         model = args.model or (args.encoder.replace(":", ".") if args.encoder else Path(args.codes).stem)
         out = Path(args.out) if args.out else Path(f"{args.protocol}.{model}.json")

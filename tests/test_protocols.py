@@ -13,7 +13,7 @@ import pytest
 from factorbench.benchmark.adapters import ADAPTERS
 from factorbench.benchmark.cli import main
 from factorbench.benchmark.encoders import encode, load_encoder
-from factorbench.benchmark.evaluate import evaluate
+from factorbench.benchmark.evaluation import evaluate
 from factorbench.benchmark.protocols import PROTOCOLS, DatasetRef, Headline, MetricCall, Protocol, get_protocol
 from factorbench.benchmark.results import format_table, load_result, reference_results, scores_table
 from factorbench.generators.errors import FactorbenchError

@@ -41,7 +41,7 @@ import numpy as np
 from sklearn.svm import LinearSVC
 from sklearn.tree import DecisionTreeClassifier
 
-from ._base import MetricInputError, MetricResult, check_codes, check_factors, check_seed
+from ._base import MetricInputError, MetricResult, check_classes, check_codes, check_factors, check_seed
 from .mig import discrete_factors, top_two_gap
 
 __all__ = ["SAPResult", "SAP_MODES", "adjusted_balanced_accuracy", "check_fraction", "sap", "split_indices"]
@@ -186,8 +186,14 @@ def sap(codes: Any, factors: Any, *, classes: Any = None, mode: str = "continuou
     if isinstance(svm_C, bool) or not isinstance(svm_C, numbers.Real) or not (0 < svm_C < math.inf):
         raise MetricInputError(f"svm_C must be a positive finite number, got {svm_C!r}")
     seed = check_seed(seed)
-    labels = discrete_factors(y, len(z), classes, factor_bins)
-    train, test = split_indices(len(z), test_fraction, seed)
+    if mode == "continuous":  # uses the factor values on all samples: no classes, no split
+        if classes is not None:
+            check_classes(classes, y.shape)
+        labels, train, test = None, np.arange(len(z)), np.arange(0)
+        check_fraction("test_fraction", test_fraction)
+    else:
+        labels = discrete_factors(y, len(z), classes, factor_bins)
+        train, test = split_indices(len(z), test_fraction, seed)
     matrix = SAP_MODES[mode](_Inputs(z, y, labels, train, test, float(svm_C), seed))
     gaps = np.clip(top_two_gap(matrix), 0.0, 1.0)
     top = np.argmax(matrix, axis=0).astype(np.int64)
