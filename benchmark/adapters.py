@@ -89,13 +89,13 @@ def metric_function(name: str) -> Callable[..., MetricResult]:
 
 
 def metric_defaults(name: str) -> dict[str, Any]:
-    """The keyword settings of metric ``name`` with their defaults (JSON values), minus the ones the
-    adapters fill from the data."""
+    """The keyword-only settings of metric ``name`` with their defaults (JSON values), minus the ones
+    the adapters fill from the data (positional arguments are always data)."""
     import inspect
 
     out = {}
     for p in inspect.signature(metric_function(name)).parameters.values():
-        if p.default is p.empty or p.kind is p.VAR_KEYWORD or p.name in FED_BY_ADAPTER:
+        if p.kind is not p.KEYWORD_ONLY or p.name in FED_BY_ADAPTER:
             continue
         value = p.default
         out[p.name] = list(value) if isinstance(value, (range, tuple)) else value

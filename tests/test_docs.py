@@ -25,6 +25,9 @@ def test_readme_first_command_uses_known_commands_and_datasets():
     used = re.findall(r"factorbench (\w+)", first)
     assert used and set(used) <= set(COMMANDS)
     assert re.search(r"generate (\w+)", first).group(1) in list_datasets()
+    from factorbench.benchmark.protocols import PROTOCOLS
+
+    assert re.search(r"evaluate (\S+)", first).group(1) in PROTOCOLS
 
 
 def test_every_dataset_has_a_card():

@@ -76,7 +76,7 @@ def test_protocol_settings_pin_every_metric_default():
         for call in protocol.metrics:
             metric = metric_function(call.metric)
             keywords = {p.name for p in inspect.signature(metric).parameters.values()
-                        if p.default is not p.empty and p.kind is not p.VAR_KEYWORD}
+                        if p.kind is p.KEYWORD_ONLY}
             missing = keywords - FED_BY_ADAPTER - set(call.settings)
             assert not missing, f"{protocol.name} {call.label}: settings do not pin {sorted(missing)}"
 
