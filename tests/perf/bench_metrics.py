@@ -377,20 +377,23 @@ NOTES = {
 }
 
 
-def compare(inp: Inputs, ds: types.SimpleNamespace, repeats: int, fvae_points: tuple[int, int, int]) -> list[Row]:
+def compare(inp: Inputs, ds: types.SimpleNamespace, repeats: int, fvae_points: tuple[int, int, int],
+            skip_gbt: bool = False) -> list[Row]:
     """Time and score every metric both libraries implement on ``inp``."""
     rows: list[Row] = []
-    print(f"[disent {ds.version}] timing DCI (gbt) on both sides: each runs once if it takes over 10 s ...",
-          flush=True)
-    t_fb, r_fb = timed(lambda: fb_dci_gbt(inp), repeats)
-    t_ds, r_ds = timed(lambda: disent_dci(ds, inp), repeats)
-    rows.append(Row("dci gbt: disentanglement", t_fb, t_ds, r_fb.disentanglement, float(r_ds["dci.disentanglement"]),
-                    "[dci]"))
-    rows.append(Row("dci gbt: completeness", None, None, r_fb.completeness, float(r_ds["dci.completeness"]), "[dci]"))
-    rows.append(Row("dci gbt: informativeness", None, None, r_fb.informativeness,
-                    float(r_ds["dci.informativeness_test"]), "[dci] test accuracy"))
-    t_lasso, r_lasso = timed(fb_classic(inp)["dci (lasso)"], repeats)
-    rows.append(Row("dci lasso (default) vs disent", t_lasso, t_ds, None, None, "[dci-default]"))
+    if not skip_gbt:
+        print(f"[disent {ds.version}] timing DCI (gbt) on both sides: each runs once if it takes over 10 s ...",
+              flush=True)
+        t_fb, r_fb = timed(lambda: fb_dci_gbt(inp), repeats)
+        t_ds, r_ds = timed(lambda: disent_dci(ds, inp), repeats)
+        rows.append(Row("dci gbt: disentanglement", t_fb, t_ds, r_fb.disentanglement,
+                        float(r_ds["dci.disentanglement"]), "[dci]"))
+        rows.append(Row("dci gbt: completeness", None, None, r_fb.completeness, float(r_ds["dci.completeness"]),
+                        "[dci]"))
+        rows.append(Row("dci gbt: informativeness", None, None, r_fb.informativeness,
+                        float(r_ds["dci.informativeness_test"]), "[dci] test accuracy"))
+        t_lasso, r_lasso = timed(fb_classic(inp)["dci (lasso)"], repeats)
+        rows.append(Row("dci lasso (default) vs disent", t_lasso, t_ds, None, None, "[dci-default]"))
 
     print("timing MIG, SAP ...", flush=True)
     for name, ours, theirs, key, note in (
@@ -435,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small inputs (1,000 samples), a smoke run")
     parser.add_argument("--skip-disent", action="store_true", help="time factorbench only")
+    parser.add_argument("--skip-gbt", action="store_true",
+                        help="leave out the gradient-boosting DCI on both sides (minutes each)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per measurement (median; default 3)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -454,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"disent cannot be imported ({err}); run with the disent virtualenv (see the docstring) "
                   "or pass --skip-disent", file=sys.stderr)
             return 2
-        rows = compare(inp, ds, args.repeats, fvae_points)
+        rows = compare(inp, ds, args.repeats, fvae_points, args.skip_gbt)
         print()
         print(f"factorbench vs disent {ds.version} (seconds; speed-up = disent / factorbench; diff = "
               "factorbench - disent)")
@@ -470,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(["metric", "seconds", "score"], rows)
     print(f"sum of medians: {total:.2f} s; one pass over all {len(rows)}: {one_pass:.2f} s "
           f"(target < 60 s at 10,000 samples: {'met' if one_pass < 60 else 'NOT met'})")
-    if args.skip_disent:
+    if args.skip_disent and not args.skip_gbt:
         seconds, r = timed(lambda: fb_dci_gbt(inp), args.repeats)
         print(f"dci (gbt, weighted completeness; reported separately): {seconds:.2f} s, {headline(r)}")
     if not args.quick and one_pass >= 60:
