@@ -216,12 +216,10 @@ def _do_tran(ctx: EvalContext, call: MetricCall) -> MetricResult:
 
 def _sampling(fn_name: str) -> Adapter:
     def run(ctx: EvalContext, call: MetricCall) -> MetricResult:
-        from .metrics import do_tran as module
-
         mu, logvar, _ = _posterior_rows(ctx, call)
         if logvar is None:
             raise NotApplicable(f"{fn_name} needs a Gaussian posterior (mu, logvar); the encoder returned plain codes")
-        return getattr(module, fn_name)(mu, logvar, seed=call.seed, **call.settings)
+        return metric_function(fn_name)(mu, logvar, seed=call.seed, **call.settings)
     return run
 
 

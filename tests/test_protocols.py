@@ -81,6 +81,12 @@ def test_protocol_settings_pin_every_metric_default():
             assert not missing, f"{protocol.name} {call.label}: settings do not pin {sorted(missing)}"
 
 
+def test_a_protocol_cannot_read_a_split_its_dataset_lacks():
+    with pytest.raises(FactorbenchError, match="correlated-single"):
+        Protocol("square-bad-v1", 1, "bad", DatasetRef("square"),
+                 (MetricCall("mig", "mig", {"eval": "correlated-single"}),), Headline("mig", "score"))
+
+
 def test_unknown_protocol_lists_the_known_ones():
     with pytest.raises(FactorbenchError, match="square-lsbd-v1"):
         get_protocol("square-lsbd")
@@ -209,3 +215,50 @@ def test_cli_evaluate_with_module_function(small_results, data_dir, tmp_path, mo
     assert code == 0 and load_result(out).encoder.endswith("encode") and load_result(out).code_dim == 6
     assert main(["evaluate", SMALL.name, "--encoder", "my_encoder_mod:encode", "--out", str(out), "--quiet"]) == 2
     assert "--force" in capsys.readouterr().err
+
+
+POSTERIOR = Protocol(
+    "square-posterior-v1", 1, "test protocol for posteriors", DatasetRef("square", extra_splits=("single",)),
+    (MetricCall("do_tran", "do_tran", {"eval": "all"}, max_samples=1000),
+     MetricCall("wsepin", "wsepin", {"eval": "all"}, {"n_samples": 500}, max_samples=500),
+     MetricCall("minimality", "minimality_sufficiency", {"eval": "correlated-single"})),
+    Headline("do_tran", "jemmig", "lower"))
+
+
+def test_posterior_encoders_feed_the_sampling_metrics(data_dir):
+    def encoder(images):
+        x = images.reshape(len(images), -1)[:, :4].astype(float) / 255.0
+        return x, np.full_like(x, -4.0)
+
+    with_posterior = evaluate(POSTERIOR, encoder, progress=False)
+    assert with_posterior.posterior and "wsepin" in with_posterior.metrics and not with_posterior.skipped
+    plain = evaluate(POSTERIOR, lambda images: encoder(images)[0], progress=False)
+    assert not plain.posterior and "needs a Gaussian posterior" in plain.skipped["wsepin"]
+    assert 0.0 <= plain.metrics["minimality"]["scalars"]["sufficiency"] <= 1.0
+
+
+def test_cli_protocols_scores_and_plots(small_results, data_dir, tmp_path, monkeypatch, capsys):
+    import factorbench.benchmark.protocols.base as base
+
+    assert main(["protocols"]) == 0
+    assert "square-lsbd-v1" in capsys.readouterr().out
+    assert main(["protocols", "square-lsbd-v1"]) == 0
+    out = capsys.readouterr().out
+    assert get_protocol("square-lsbd-v1").hash() in out and '"d_lsbd"' in out
+    monkeypatch.setitem(base.PROTOCOLS, SMALL.name, SMALL)
+    assert main(["protocols", SMALL.name, "--dataset-path"]) == 0
+    assert capsys.readouterr().out.strip().endswith(".h5")
+    result_file = tmp_path / "r.json"
+    assert main(["evaluate", SMALL.name, "--encoder", "ideal", "--out", str(result_file), "--quiet",
+                 "--plots", str(tmp_path / "plots")]) == 0
+    pngs = sorted(p.name for p in (tmp_path / "plots").glob("*.png"))
+    assert pngs == [f"{SMALL.name}.{label}.png" for label in ("d_lsbd", "dci", "mig")]
+    folder = tmp_path / "ref"
+    folder.mkdir()
+    result_file.rename(folder / "ideal.json")
+    capsys.readouterr()
+    assert main(["scores", SMALL.name, "--dir", str(folder), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("ideal,1,")
+    assert main(["scores", "square-lsbd-v1"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[2].startswith("| ideal |") and table[-1].startswith("| random |")

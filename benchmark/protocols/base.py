@@ -116,6 +116,28 @@ class Protocol:
             raise FactorbenchError(f"protocol {self.name}: headline {self.headline.label!r} is not one of its metrics")
         if not self.name.endswith(f"-v{self.version}"):
             raise FactorbenchError(f"protocol {self.name}: the name must end in -v{self.version}")
+        available = set(self.split_names()) | {"all"}
+        for call in self.metrics:
+            for role, names in call.data.items():
+                for split in [names] if isinstance(names, str) else names:
+                    if split not in available:
+                        raise FactorbenchError(
+                            f"protocol {self.name}: metric {call.label!r} reads split {split!r} ({role}), which the "
+                            f"dataset will not have; it has {', '.join(sorted(available))} (add a preset to "
+                            "DatasetRef.extra_splits for a correlated split)")
+
+    def split_names(self) -> tuple[str, ...]:
+        """The splits of the protocol's dataset file: the generator's standard ones and the extra presets."""
+        from factorbench.generators.presets import resolve_split
+        from factorbench.generators.splits import RandomSplit
+
+        gen = generators.get(self.dataset.generator, self.dataset.params)
+        standard = gen.default_splits(self.dataset.seed)
+        partition = standard[0] if standard else RandomSplit(seed=self.dataset.seed)
+        names = [n for split in standard for n in split.names]
+        for preset in self.dataset.extra_splits:
+            names += resolve_split(preset, gen.factors(), partition).names
+        return tuple(names)
 
     @property
     def needs_source(self) -> bool:
