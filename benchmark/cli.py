@@ -220,7 +220,8 @@ def _evaluate(p: argparse.ArgumentParser) -> None:
     what.add_argument("--encoder", metavar="SPEC", help="ideal, random, pca, or module:function (a callable "
                       "images (n, H, W, C) uint8 -> codes (n, D) or (mu, logvar), or a factory returning one)")
     what.add_argument("--codes", metavar="FILE", help="codes of every sample of the protocol's dataset, in file "
-                      "order: .npy, or .npz with 'codes' or 'mu' and 'logvar'")
+                      "order: .npy, or .npz with 'codes' or 'mu' and 'logvar' (and optionally 'indices': the row of "
+                      "each code, any order)")
     p.add_argument("--out", metavar="JSON", help="result file (default: <protocol>.<model>.json)")
     p.add_argument("--model", default=None, help="model name recorded in the result (default: from --encoder)")
     p.add_argument("--plots", metavar="DIR", help="also write PNG plots of the metrics' matrices into DIR")
@@ -239,9 +240,10 @@ def _evaluate(p: argparse.ArgumentParser) -> None:
         out = Path(args.out) if args.out else Path(f"{args.protocol}.{model}.json")
         if out.exists() and not args.force:
             raise FactorbenchError(f"{out} exists; pass --force to replace it or --out to write elsewhere")
-        codes = load_codes(args.codes) if args.codes else None
-        result = evaluate(args.protocol, args.encoder, codes=codes, batch_size=args.batch_size, source=args.source,
-                          progress=not args.quiet, only=tuple(args.only) if args.only else None)
+        codes, indices = load_codes(args.codes) if args.codes else (None, None)
+        result = evaluate(args.protocol, args.encoder, codes=codes, indices=indices, batch_size=args.batch_size,
+                          source=args.source, progress=not args.quiet,
+                          only=tuple(args.only) if args.only else None)
         result = dataclasses.replace(result, model=model)
         result.save(out, force=args.force)
         print(result.summary())

@@ -31,8 +31,10 @@ from .results import EvaluationResult
 __all__ = ["evaluate", "load_codes"]
 
 
-def load_codes(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray | None]:
-    """Codes from an ``.npz`` file (array ``codes``, or ``mu`` and ``logvar``) or an ``.npy`` file."""
+def load_codes(path: str | os.PathLike) -> tuple[Any, np.ndarray | None]:
+    """Codes from an ``.npy`` file (an array (N, D)) or an ``.npz`` file holding ``codes``, or ``mu``
+    and ``logvar``, and optionally ``indices`` (the dataset row of each code row). Returns the codes
+    (an array, or a ``(mu, logvar)`` pair) and the indices (or None)."""
     try:
         data = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
@@ -41,26 +43,40 @@ def load_codes(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray | None]:
     if isinstance(data, np.ndarray):
         return data, None
     keys = set(data.files)
+    indices = data["indices"] if "indices" in keys else None
     if "codes" in keys:
-        return data["codes"], None
+        return data["codes"], indices
     if {"mu", "logvar"} <= keys:
-        return data["mu"], data["logvar"]
-    raise FactorbenchError(f"{path} holds {sorted(keys)}; it needs an array 'codes', or 'mu' and 'logvar'")
+        return (data["mu"], data["logvar"]), indices
+    raise FactorbenchError(f"{path} holds {sorted(keys)}; it needs an array 'codes', or 'mu' and 'logvar' "
+                           "(and optionally 'indices')")
 
 
-def _check_user_codes(codes: Any, n: int) -> tuple[np.ndarray, np.ndarray | None]:
+def _check_user_codes(codes: Any, n: int, indices: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """The user's codes checked against the file (one row per sample) and put in file order."""
     from .encoders import _check_batch
 
-    return _check_batch(codes, n, "the codes given")
+    mu, logvar = _check_batch(codes, n, "the codes given")
+    if indices is None:
+        return mu, logvar
+    idx = np.asarray(indices)
+    if idx.shape != (n,) or not np.issubdtype(idx.dtype, np.integer) or not np.array_equal(np.sort(idx), np.arange(n)):
+        raise FactorbenchError(f"indices must give each of the dataset's {n} rows exactly once (an integer "
+                               f"permutation of 0..{n - 1}), one per code row; got shape {idx.shape}, "
+                               f"dtype {idx.dtype}")
+    order = np.argsort(idx)
+    return mu[order], None if logvar is None else logvar[order]
 
 
-def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None, batch_size: int = 256,
+def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None, indices: Any = None,
+             batch_size: int = 256,
              source: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None,
              progress: bool = True, only: tuple[str, ...] | None = None) -> EvaluationResult:
     """Score ``encoder`` (images -> codes or (mu, logvar); a reference name ``ideal``/``random``/``pca``;
     ``module:function``; a torch module) or precomputed ``codes`` (one row per sample of the protocol's
     dataset file, in file order; see ``protocol_dataset``) under ``protocol``.
 
+    ``indices`` (optional, with ``codes``) gives the dataset row of each code row, in any order.
     ``source`` points at outside data (ModelNet40, COIL-100) the first time; ``only`` restricts the run
     to some metric labels (the result then says so and cannot enter the reference table)."""
     protocol = get_protocol(protocol)
@@ -75,7 +91,7 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
         rows = np.arange(len(ds))
         t0 = time.perf_counter()
         if codes is not None:
-            mu, logvar = _check_user_codes(codes, len(ds))
+            mu, logvar = _check_user_codes(codes, len(ds), indices)
             description = "codes given by the user"
         else:
             encoder = load_encoder(encoder)

@@ -262,3 +262,26 @@ def test_cli_protocols_scores_and_plots(small_results, data_dir, tmp_path, monke
     assert main(["scores", "square-lsbd-v1"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[2].startswith("| ideal |") and table[-1].startswith("| random |")
+
+
+def test_cli_codes_file_in_any_order_with_indices(small_results, data_dir, tmp_path, monkeypatch):
+    import factorbench.benchmark.protocols.base as base
+    from factorbench.benchmark import load
+
+    monkeypatch.setitem(base.PROTOCOLS, SMALL.name, SMALL)
+    with load(small_results["ideal"].dataset["path"]) as ds:
+        angles = ds.factors
+    codes = np.concatenate([np.cos(angles), np.sin(angles)], axis=1)
+    order = np.random.default_rng(0).permutation(len(codes))
+    np.savez(tmp_path / "shuffled.npz", codes=codes[order], indices=order)
+    np.save(tmp_path / "plain.npy", codes)
+    np.savez(tmp_path / "bad.npz", codes=codes, indices=np.zeros(len(codes), dtype=int))
+    scores = {}
+    for name in ("shuffled.npz", "plain.npy"):
+        out = tmp_path / f"{name}.json"
+        assert main(["evaluate", SMALL.name, "--codes", str(tmp_path / name), "--out", str(out), "--quiet",
+                     "--only", "d_lsbd"]) == 0
+        scores[name] = load_result(out).metrics["d_lsbd"]["scalars"]["score"]
+    assert scores["shuffled.npz"] == scores["plain.npy"] < 0.01
+    assert main(["evaluate", SMALL.name, "--codes", str(tmp_path / "bad.npz"), "--out", str(tmp_path / "x.json"),
+                 "--quiet"]) == 2
