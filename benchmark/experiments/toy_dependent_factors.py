@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 
 from factorbench.benchmark import toy
-from factorbench.benchmark.metrics.minimality import minimality_sufficiency
 
 #: Tolerance on "equals 1", "flat" and on monotonicity (a plug-in estimate on a finite sample wobbles).
 TOL = 0.02

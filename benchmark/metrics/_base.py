@@ -38,6 +38,7 @@ __all__ = [
     "check_posterior",
     "check_same_length",
     "check_seed",
+    "discrete_factors",
     "factor_classes",
 ]
 
@@ -235,3 +236,20 @@ def factor_classes(factors: np.ndarray, classes: np.ndarray | None = None, bins:
         else:
             out[:, j] = equal_width_bins(factors[:, j:j + 1], bins)[:, 0]
     return out
+
+
+def discrete_factors(factors: Any, n: int, classes: Any = None, factor_bins: int = 20) -> np.ndarray:
+    """Validated factors as discrete labels (N, K) int64: ``classes`` as given (relabelled 0..n_k-1),
+    otherwise :func:`factor_classes` of ``factors`` (at most ``factor_bins`` distinct values kept,
+    others cut into ``factor_bins`` equal-width bins). Every factor must take at least two classes."""
+    y = check_factors(factors, n)
+    factor_bins = check_positive_int("factor_bins", factor_bins, 2)
+    if classes is not None:
+        classes = check_classes(classes, y.shape)
+    labels = factor_classes(y, classes, factor_bins)
+    single = np.flatnonzero(labels.max(axis=0) == 0)
+    if single.size:
+        raise MetricInputError(
+            f"classes column(s) {single.tolist()} hold a single class on these samples; a factor with one "
+            "class cannot be scored: drop the column(s) or give the factors' own classes")
+    return labels

@@ -42,8 +42,8 @@ import numpy as np
 from scipy import sparse
 from scipy.special import entr, logsumexp, ndtr
 
-from ._base import (MetricInputError, MetricResult, check_classes, check_codes, check_factors, check_posterior,
-                    check_positive_int, check_seed, factor_classes)
+from ._base import (MetricInputError, MetricResult, check_codes, check_posterior, check_positive_int, check_seed,
+                    discrete_factors)
 
 __all__ = [
     "DEFAULT_BINS",
@@ -239,16 +239,7 @@ def _check_inputs(mu: Any, logvar: Any) -> tuple[np.ndarray, np.ndarray | None]:
 def _check_labels(factors: Any, classes: Any, n: int, factor_bins: int) -> np.ndarray:
     if factors is None:
         raise MetricInputError("this metric needs the ground-truth factors (N, K); pass factors=...")
-    y = check_factors(factors, n)
-    factor_bins = check_positive_int("factor_bins", factor_bins, 2)
-    if classes is not None:
-        classes = check_classes(classes, y.shape)
-    labels = factor_classes(y, classes, factor_bins)
-    single = np.flatnonzero(labels.max(axis=0) == 0)
-    if single.size:
-        raise MetricInputError(f"factor(s) {single.tolist()} have a single class on these samples, so H(y_k) = 0 "
-                               "and the factor cannot be scored: drop them or pass classes that vary")
-    return labels
+    return discrete_factors(factors, n, classes, factor_bins)
 
 
 # --------------------------------------------------------------------------- results

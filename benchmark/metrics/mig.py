@@ -19,8 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._base import (MetricInputError, MetricResult, check_classes, check_codes, check_factors,
-                    check_positive_int, equal_width_bins, factor_classes)
+from ._base import MetricResult, check_codes, check_positive_int, discrete_factors, equal_width_bins
 from ._information import entropies, mutual_information_matrix
 
 __all__ = ["MIGResult", "binned_mutual_information", "discrete_factors", "first_appearance_labels", "mig",
@@ -40,23 +39,6 @@ class MIGResult(MetricResult):
     mutual_information: np.ndarray
     factor_entropy: np.ndarray
     top_codes: np.ndarray
-
-
-def discrete_factors(factors: Any, n: int, classes: Any = None, factor_bins: int = 20) -> np.ndarray:
-    """Validated factors as discrete labels (N, K) int64: ``classes`` as given (relabelled 0..n_k-1),
-    otherwise :func:`factor_classes` of ``factors`` (at most ``factor_bins`` distinct values kept,
-    others cut into ``factor_bins`` equal-width bins). Every factor must take at least two classes."""
-    y = check_factors(factors, n)
-    factor_bins = check_positive_int("factor_bins", factor_bins, 2)
-    if classes is not None:
-        classes = check_classes(classes, y.shape)
-    labels = factor_classes(y, classes, factor_bins)
-    single = np.flatnonzero(labels.max(axis=0) == 0)
-    if single.size:
-        raise MetricInputError(
-            f"classes column(s) {single.tolist()} hold a single class on these samples; a factor with one "
-            "class cannot be scored: drop the column(s) or give the factors' own classes")
-    return labels
 
 
 def binned_mutual_information(codes: np.ndarray, labels: np.ndarray, bins: int) -> np.ndarray:
