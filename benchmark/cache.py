@@ -11,6 +11,7 @@ assigns; ``verify_images=True`` re-hashes the images against the manifest as wel
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from factorbench import generators
 from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.params import params_to_dict
 from factorbench.generators.presets import resolve_split
-from factorbench.generators.spec import DatasetSpec
+from factorbench.generators.spec import DatasetSpec, canonical_json
 from factorbench.generators.splits import RandomSplit, SplitSpec, split_from_dict
 from factorbench.generators.writer import add_split, write_dataset
 
@@ -100,8 +101,9 @@ def _find_cached(ref: DatasetRef, directory: Path) -> Path:
 
 
 def dataset_spec_params(ref: DatasetRef) -> dict[str, Any]:
-    """The generator's full parameter dict for a reference (defaults filled in)."""
-    return params_to_dict(generators.get(ref.generator, ref.params).params)
+    """The generator's full parameter dict for a reference (defaults filled in), as canonical JSON
+    values (tuples become lists), the form a file's spec holds."""
+    return json.loads(canonical_json(params_to_dict(generators.get(ref.generator, ref.params).params)))
 
 
 def prepare_dataset(ref: DatasetRef, *, source: str | os.PathLike | None = None, backend: str | None = None,

@@ -285,3 +285,20 @@ def test_cli_codes_file_in_any_order_with_indices(small_results, data_dir, tmp_p
     assert scores["shuffled.npz"] == scores["plain.npy"] < 0.01
     assert main(["evaluate", SMALL.name, "--codes", str(tmp_path / "bad.npz"), "--out", str(tmp_path / "x.json"),
                  "--quiet"]) == 2
+
+
+def test_outside_data_protocol_reads_a_local_copy_once(tmp_path):
+    """modelnet40-lsbd-v1 on a tiny fake ModelNet40 folder: the first run needs --source, later runs
+    find the cached copy; without either the error says where the data comes from."""
+    from test_modelnet40 import _folder
+
+    cache = tmp_path / "cache"
+    with pytest.raises(FactorbenchError, match="--source"):
+        evaluate("modelnet40-lsbd-v1", "ideal", data_dir=cache, progress=False)
+    source = _folder(tmp_path / "data")
+    first = evaluate("modelnet40-lsbd-v1", "ideal", source=source, data_dir=cache, progress=False,
+                     only=("d_lsbd", "mig"))
+    again = evaluate("modelnet40-lsbd-v1", "ideal", data_dir=cache, progress=False, only=("d_lsbd",))
+    assert first.dataset["spec_hash"] == again.dataset["spec_hash"]
+    assert again.metrics["d_lsbd"]["scalars"]["score"] < 0.01   # (object, cos, sin) per object
+    assert len(list(cache.glob("modelnet40-*.h5"))) == 1
