@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from factorbench.generators.render.gl import GlBackend
+from factorbench.generators import get
+from factorbench.generators.render.gl import GlBackend, _box
 from factorbench.generators.render.scene import Camera, Light, RenderSettings, look_at, orbit_views, rotation_z
 
 if GlBackend.unavailable_reason() is not None:
@@ -137,8 +138,9 @@ def test_geometry_shader_fallback_gives_the_same_pixels(gl: GlBackend, monkeypat
     monkeypatch.setattr(glmod, "_LAYER_EXTENSIONS", ())
     fallback = GlBackend(max_tiles=16)
     assert fallback._fast is None
+    assert fallback._reducer(2) is not None and fallback._reducer(4) is not None  # the block average too
     model, view, colours = random_scenes(40, seed=11)
-    for samples in (1, 4):
+    for samples in (1, 4, 16):
         args = (octahedron(0.8), model, view, colours, Camera(image_size=32), Light((0.3, -0.4, 1.0), 0.7, 0.3),
                 RenderSettings(BG, samples))
         assert fallback.render(*args).tobytes() == gl.render(*args).tobytes()
@@ -237,3 +239,84 @@ def test_unavailable_message(monkeypatch: pytest.MonkeyPatch) -> None:
     reason = GlBackend.unavailable_reason()
     assert reason is not None and "apt-get install libegl1 libgl1-mesa-dri" in reason and "cpu" in reason
     assert "no EGL display" in reason
+
+
+# -- the f x f block average on the GL side ------------------------------------------------------
+
+
+def test_box_is_the_mean_rounded_half_to_even() -> None:
+    rng = np.random.default_rng(2)
+    for f in (2, 3, 4):
+        img = rng.integers(0, 256, (3, 5 * f, 5 * f, 3), dtype=np.uint8)
+        mean = img.reshape(3, 5, f, 5, f, 3).astype(np.float64).mean(axis=(2, 4))
+        assert np.array_equal(_box(img, f), np.rint(mean).astype(np.uint8))
+    # ties go to the even neighbour: (1 + 2) / 2 -> 2, (2 + 3) / 2 -> 2
+    assert _box(np.array([[[[1], [2]], [[1], [2]]]], dtype=np.uint8), 2).item() == 2
+    assert _box(np.array([[[[2], [3]], [[2], [3]]]], dtype=np.uint8), 2).item() == 2
+
+
+def on_cpu(backend: GlBackend, f: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Leave the f x f average to the cpu (_box), as where the GL side cannot do it."""
+    monkeypatch.setitem(backend._reducers, f, None)
+
+
+@pytest.mark.parametrize("samples", [4, 16])
+def test_gl_block_average_is_byte_identical_to_box(gl: GlBackend, samples: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of 1 to 130 over draw calls of at most 64 layers (full chunks read straight into the result,
+    partial ones through a copy), even and odd image sizes: the same bytes as averaging on the cpu."""
+    f = int(np.sqrt(samples))
+    assert gl._reducer(f) is not None  # this GL can average on its side
+    model, view, colours = random_scenes(130, seed=13)
+    light = Light((0.3, -0.4, 1.0), 0.7, 0.3)
+    results = {}
+    for size in (32, 21):
+        for m in (1, 5, 63, 64, 65, 100, 130):
+            args = (octahedron(0.8), model[:m], view[:m], colours[:m], Camera(image_size=size), light,
+                    RenderSettings(BG, samples))
+            results[size, m] = gl.render(*args)
+    on_cpu(gl, f, monkeypatch)
+    for (size, m), image in results.items():
+        args = (octahedron(0.8), model[:m], view[:m], colours[:m], Camera(image_size=size), light,
+                RenderSettings(BG, samples))
+        assert image.tobytes() == gl.render(*args).tobytes(), (size, m)
+        assert image.tobytes() == results[size, 130][:m].tobytes(), (size, m)  # and batch-independent
+    assert len(np.unique(results[32, 130])) > 100  # many intermediate values: real averaging was compared
+
+
+@pytest.mark.parametrize("samples", [4, 16])
+def test_teapot_block_average_is_byte_identical_to_box(gl: GlBackend, samples: int,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The teapot dataset's scenes, through the dataset's renderer (the cached backend) and through one
+    drawing at most 64 layers a call (batches across chunk boundaries)."""
+    import factorbench.generators.render as render
+
+    gen = get("teapot", {"samples": samples}, backend="gl")
+    values, _ = gen.sample_factors(gen.spec(n=200), 0, 200)
+    f = int(np.sqrt(samples))
+    gpu = {m: gen.render(values[:m]) for m in (1, 97, 200)}
+    monkeypatch.setitem(render._INSTANCES, "gl", gl)
+    chunked = {m: gen.render(values[:m]) for m in (64, 65, 130)}
+    on_cpu(gl, f, monkeypatch)
+    cpu = gen.render(values)
+    for m, images in (gpu | chunked).items():
+        assert images.tobytes() == cpu[:m].tobytes(), m
+
+
+def test_block_average_falls_back_to_box(gl: GlBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block-average pass that does not build, or that disagrees with _box (here: a truncated mean), is not
+    used: the cpu averages and the bytes stay the same."""
+    import factorbench.generators.render.gl as glmod
+
+    model, view, colours = random_scenes(40, seed=17)
+    args = (octahedron(0.8), model, view, colours, Camera(image_size=32), Light((0.3, -0.4, 1.0), 0.7, 0.3),
+            RenderSettings(BG, 4))
+    expected = gl.render(*args)
+    rounding = "q + (uvec4(greaterThan(r2, uvec4(n))) | (uvec4(equal(r2, uvec4(n))) & (q & 1u)))"
+    assert rounding in glmod._REDUCE_FRAGMENT_SHADER
+    for shader in (glmod._REDUCE_FRAGMENT_SHADER.replace(rounding, "q"),
+                   glmod._REDUCE_FRAGMENT_SHADER.replace("uvec4 total", "not glsl")):
+        monkeypatch.setattr(glmod, "_REDUCE_FRAGMENT_SHADER", shader)
+        other = GlBackend(max_tiles=16)
+        assert other._reducer(2) is None
+        assert other.render(*args).tobytes() == expected.tobytes()

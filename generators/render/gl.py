@@ -20,8 +20,16 @@ need it. Shading is per vertex as in :func:`.scene.vertex_colours`; the interpol
 clamped and sRGB-encoded per fragment into the RGBA8 target.
 
 Antialiasing: ``samples`` = ``f * f`` (1, 4, 16) renders the layers at ``f`` times the resolution and
-averages ``f x f`` blocks of the encoded result on the CPU, rounded half to even: the cpu backend's
-ordered sub-pixel grid (llvmpipe's MSAA in the previous design cost as much and agreed worse).
+averages each ``f x f`` block of the encoded bytes, rounded half to even: the cpu backend's ordered
+sub-pixel grid (llvmpipe's MSAA in an earlier design cost as much and agreed worse). The average is a
+second, instanced pass on the GL side: instance ``k`` draws one quad into an integer texture array of the
+output size (``RGB8UI``, or ``RGBA8UI`` where that cannot be rendered to), whose fragment shader
+``texelFetch``es the block's bytes from layer ``k`` of the supersampled target, sums them as integers and
+writes their mean, rounded half to even exactly as :func:`_box` does. A layer of that target holds several
+images one above the other (``BAND_HEIGHT`` pixels in all: more tiles for llvmpipe's threads), each top
+row first, so only the output images are read back, in order, straight into the result. Where that pass
+cannot be built, or where it disagrees with :func:`_box` on random blocks (checked the first time each
+``f`` is used), the whole supersampled layers are read back and :func:`_box` averages them on the CPU.
 Per chunk, the number of layers is a power of two (bounded by ``MAX_FRAMEBUFFER_SAMPLES`` and
 ``GL_MAX_ARRAY_TEXTURE_LAYERS``), so few targets are ever made; those of the last image size are kept.
 """
@@ -103,6 +111,74 @@ void main() {
 }
 """
 
+# the f x f block average: instance k averages supersampled layer k into band k % bands (a horizontal strip
+# of the output size) of layer k / bands of the target, so that a layer of the target holds ``bands``
+# images one above the other, image row 0 at the bottom of each: read back, the bytes are the images in
+# order, top row first (taller layers also give llvmpipe's threads several tiles to share)
+_REDUCE_VERTEX_SHADER = """
+#version 330
+%(extension)s
+uniform int bands;
+flat out int %(prefix)slayer;  // the source layer
+
+void main() {
+    // a triangle strip over the band: x from -1 to 1, y from -1 + 2 band / bands to -1 + 2 (band + 1) / bands
+    float band = float(gl_InstanceID %% bands);
+    float y = -1.0 + 2.0 * (band + float(gl_VertexID >> 1)) / float(bands);
+    gl_Position = vec4(float((gl_VertexID & 1) * 2 - 1), y, 0.0, 1.0);
+    %(prefix)slayer = gl_InstanceID;
+    %(layer)s
+}
+"""
+
+# where the vertex shader cannot set gl_Layer
+_REDUCE_GEOMETRY_SHADER = """
+#version 330
+layout(triangles) in;
+layout(triangle_strip, max_vertices = 3) out;
+uniform int bands;
+flat in int g_layer[];
+flat out int v_layer;
+
+void main() {
+    for (int i = 0; i < 3; i++) {
+        gl_Position = gl_in[i].gl_Position;
+        gl_Layer = g_layer[0] / bands;
+        v_layer = g_layer[0];
+        EmitVertex();
+    }
+    EndPrimitive();
+}
+"""
+
+# output pixel (x, y) of a band, y counted from the band's bottom and standing for image row y (from the top),
+# is the block of f x f texels whose bottom-left texel is (f x, f (rows - 1 - y)) in the supersampled layer
+# (stored bottom row first); the integer mean of the block's bytes, rounded half to even: q = total / n,
+# and q + 1 where 2 (total - q n) > n or where it is n and q is odd
+_REDUCE_FRAGMENT_SHADER = """
+#version 330
+uniform sampler2DArray source;  // the supersampled layers (RGBA8)
+flat in int v_layer;
+out uvec4 f_colour;
+
+void main() {
+    int rows = textureSize(source, 0).y / %(f)d;
+    ivec2 p = ivec2(gl_FragCoord.xy);
+    ivec2 corner = ivec2(p.x, rows - 1 - p.y %% rows) * %(f)d;
+    uvec4 total = uvec4(0u);
+    for (int j = 0; j < %(f)d; j++) {
+        for (int i = 0; i < %(f)d; i++) {
+            // a texel holds byte / 255: the byte back exactly
+            total += uvec4(texelFetch(source, ivec3(corner + ivec2(i, j), v_layer), 0) * 255.0 + 0.5);
+        }
+    }
+    uint n = %(n)du;
+    uvec4 q = total / n;
+    uvec4 r2 = 2u * (total - q * n);
+    f_colour = q + (uvec4(greaterThan(r2, uvec4(n))) | (uvec4(equal(r2, uvec4(n))) & (q & 1u)));
+}
+"""
+
 #: extensions that let a vertex shader write gl_Layer (else a geometry shader does it for every instance)
 _LAYER_EXTENSIONS = ("GL_ARB_shader_viewport_layer_array", "GL_AMD_vertex_shader_layer")
 _GL_DEPTH_CLAMP = 0x864F
@@ -116,6 +192,8 @@ MESH_CACHE = 8
 MAX_FRAMEBUFFER_SAMPLES = 1 << 24
 #: an instance with a vertex at clip.w <= GUARD * near takes the geometry-shader path
 GUARD = 2.0
+#: the block-average target stacks output images up to this height per layer
+BAND_HEIGHT = 256
 
 _PROBE: dict[str, Any] = {}
 #: the process that initialised EGL here (Mesa's EGL/llvmpipe state does not survive fork)
@@ -213,6 +291,7 @@ class GlBackend(Backend):
                             *(int(d) for d in info["GL_MAX_VIEWPORT_DIMS"]))
         self.max_layers = max(1, min(int(max_tiles), int(info.get("GL_MAX_ARRAY_TEXTURE_LAYERS", 256))))
         extension = next((e for e in _LAYER_EXTENSIONS if e in self.ctx.extensions), None)
+        self._extension = extension
         guard_vs = _VERTEX_SHADER % {"extension": "", "prefix": "g_", "guard_out": "flat out int g_layer;",
                                      "layer": "g_layer = int(in_layer);"}
         self._guarded = self.ctx.program(vertex_shader=guard_vs, geometry_shader=_GEOMETRY_SHADER,
@@ -224,6 +303,10 @@ class GlBackend(Backend):
             self._fast = self.ctx.program(vertex_shader=fast_vs, fragment_shader=_FRAGMENT_SHADER)
         self._meshes: OrderedDict[bytes, tuple[Any, ...]] = OrderedDict()
         self._targets: dict[tuple[int, int], tuple[Any, Any, int]] = {}
+        self._reducers: dict[int, Any] = {}  # f -> vertex array of the block-average pass, or None (cpu)
+        self._reduced: dict[tuple[int, int], tuple[Any, Any]] = {}
+        self._components: int | None = None  # of the block-average targets: 3 (RGB8UI), or 4 (RGBA8UI) where
+        # RGB8UI cannot be rendered to; decided by the first block-average pass made
         self._instances = [self.ctx.buffer(reserve=self.max_layers * _INSTANCE_FLOATS * 4) for _ in range(2)]
         self._identity = (f"gl (moderngl {moderngl.__version__}, EGL, GL_RENDERER: {info['GL_RENDERER']}, "
                           f"GL_VERSION {info['GL_VERSION']})")
@@ -301,6 +384,92 @@ class GlBackend(Backend):
             self._targets[key] = (framebuffer, colour, depth)
         return self._targets[key]
 
+    def _bands(self, size: int, layers: int) -> int:
+        """Images stacked in a layer of the block-average target (a power of two dividing ``layers``)."""
+        return min(layers, _pow2_at_most(min(BAND_HEIGHT, self.max_size) // size))
+
+    def _reduced_target(self, size: int, layers: int) -> tuple[Any, Any]:
+        """(framebuffer, integer colour texture array) of the block-average pass for ``layers`` images of
+        ``size`` pixels (the output size), stacked :meth:`_bands` to a layer."""
+        key = (size, layers)
+        if key not in self._reduced:
+            for old in [k for k in self._reduced if k[0] != size]:  # keep only this image size's targets
+                for resource in self._reduced.pop(old):
+                    resource.release()
+            bands = self._bands(size, layers)
+            colour = self.ctx.texture_array((size, size * bands, layers // bands), self._components, dtype="u1")
+            try:
+                framebuffer = self.ctx.framebuffer(color_attachments=[colour])
+            except self._moderngl.Error:
+                colour.release()
+                raise
+            self._reduced[key] = (framebuffer, colour)
+        return self._reduced[key]
+
+    def _reducer(self, f: int) -> Any:
+        """The vertex array of the ``f x f`` block-average pass, or None where the averaging is left to
+        :func:`_box`: made on first use, and kept only if it builds and agrees with :func:`_box` byte for
+        byte on random blocks (ties of both parities included)."""
+        if f not in self._reducers:
+            try:
+                self._reducers[f] = self._make_reducer(f)
+            except self._moderngl.Error:  # a shader feature missing here
+                self._reducers[f] = None
+        return self._reducers[f]
+
+    def _make_reducer(self, f: int) -> Any:
+        fragment = _REDUCE_FRAGMENT_SHADER % {"f": f, "n": f * f}
+        if self._extension is not None:
+            vertex = _REDUCE_VERTEX_SHADER % {"extension": f"#extension {self._extension} : require",
+                                              "prefix": "v_", "layer": "gl_Layer = gl_InstanceID / bands;"}
+            program = self.ctx.program(vertex_shader=vertex, fragment_shader=fragment)
+        else:
+            vertex = _REDUCE_VERTEX_SHADER % {"extension": "", "prefix": "g_", "layer": ""}
+            program = self.ctx.program(vertex_shader=vertex, geometry_shader=_REDUCE_GEOMETRY_SHADER,
+                                       fragment_shader=fragment)
+        program["source"].value = 0  # texture unit 0
+        vao = self.ctx.vertex_array(program, [])
+        for components in (3, 4) if self._components is None else (self._components,):
+            self._components = components
+            try:
+                if self._reduction_agrees(vao, f):
+                    return vao
+            except self._moderngl.Error:  # this integer format is not renderable here
+                continue
+            break
+        vao.release()
+        program.release()
+        return None
+
+    def _reduction_agrees(self, vao: Any, f: int) -> bool:
+        """Whether the block-average pass gives :func:`_box`'s bytes on random layers."""
+        rng = np.random.default_rng(0)
+        side = 5
+        layers = 2 * self._bands(side, 1 << 30)  # two layers of the target, several bands to each
+        data = rng.integers(0, 256, (layers, side * f, side * f, 4), dtype=np.uint8)
+        data[0, :f, :f], data[1, :f, :f] = 0, 255
+        source = self.ctx.texture_array((side * f, side * f, layers), 4, data.tobytes())
+        got = np.empty((layers, side, side, 3), dtype=np.uint8)
+        try:
+            self._reduce(vao, source, side, layers, layers, got)
+        finally:
+            source.release()
+        return got.tobytes() == _box(data[:, ::-1, :, :3], f).tobytes()
+
+    def _reduce(self, vao: Any, source: Any, size: int, layers: int, k: int, out: np.ndarray) -> None:
+        """Average the blocks of the first ``k`` of the ``layers`` supersampled layers of ``source`` into
+        ``out`` (k, size, size, 3), image row 0 at the top; only these bytes are read back."""
+        framebuffer, colour = self._reduced_target(size, layers)
+        framebuffer.use()
+        source.use(location=0)
+        vao.program["bands"].value = self._bands(size, layers)
+        vao.render(self._moderngl.TRIANGLE_STRIP, vertices=4, instances=k)
+        if self._components == 3 and k == layers and out.flags.c_contiguous:
+            colour.read_into(out)  # straight into the result: no copy
+        else:
+            raw = np.frombuffer(colour.read(), dtype=np.uint8)
+            out[...] = raw.reshape(layers, size, size, self._components)[:k, :, :, :3]  # bands in order
+
     def _layers(self, size: int, m: int) -> int:
         """Layers per draw call for ``m`` instances of ``size`` pixels (a power of two: few targets)."""
         most = min(self.max_layers, max(1, MAX_FRAMEBUFFER_SAMPLES // (size * size)))
@@ -364,8 +533,9 @@ class GlBackend(Backend):
                     prog[name].value = value
         self._guarded["near"].value = float(camera.near)
 
+        reducer = self._reducer(f) if f > 1 else None
         ctx = self.ctx
-        ctx.enable(self._moderngl.DEPTH_TEST)
+        ctx.enable(self._moderngl.DEPTH_TEST)  # the block-average target has no depth buffer: no effect there
         ctx.disable(self._moderngl.CULL_FACE)
         ctx.enable_direct(_GL_DEPTH_CLAMP)  # no near/far clipping (the cpu backend has none either)
         background = tuple(float(c) for c in settings.background)
@@ -374,7 +544,8 @@ class GlBackend(Backend):
             for a in range(0, m, layers):
                 b = min(a + layers, m)
                 k = b - a
-                framebuffer, colour, _ = self._target(size, _pow2_at_least(k) if k < layers else layers)
+                n_layers = _pow2_at_least(k) if k < layers else layers
+                framebuffer, colour, _ = self._target(size, n_layers)
                 chunk = data[a:b]
                 chunk[:, 28] = np.arange(k)
                 framebuffer.use()
@@ -385,6 +556,9 @@ class GlBackend(Backend):
                     if count:
                         buffer.write(np.ascontiguousarray(chunk[which]).tobytes())
                         vao.render(self._moderngl.TRIANGLES, vertices=n_indices, instances=count)
+                if reducer is not None:
+                    self._reduce(reducer, colour, out_size, n_layers, k, out[a:b])
+                    continue
                 raw = colour.read()
                 img = np.frombuffer(raw, dtype=np.uint8).reshape(-1, size, size, 4)[:k, ::-1, :, :3]
                 out[a:b] = img if f == 1 else _box(img, f)
