@@ -114,34 +114,22 @@ def adapter(name: str) -> Callable[[Adapter], Adapter]:
     return register
 
 
-def _on_eval(fn_name: str, module: str, with_kinds: bool = False) -> Adapter:
-    def run(ctx: EvalContext, call: MetricCall) -> MetricResult:
-        import importlib
+def _on_eval(name: str) -> Adapter:
+    """Adapter of a metric ``f(codes, factors, *, classes, [kinds], [seed], **settings)`` on the rows
+    of the call's ``eval`` split; ``kinds`` and ``seed`` are passed where the metric takes them."""
+    def run(ctx: EvalContext, call: "MetricCall") -> MetricResult:
+        import inspect
 
-        metric = getattr(importlib.import_module(f"factorbench.benchmark.metrics.{module}"), fn_name)
+        metric = metric_function(name)
+        accepted = inspect.signature(metric).parameters
+        extra = {key: value for key, value in (("kinds", ctx.kinds), ("seed", call.seed)) if key in accepted}
         a = ctx.arrays(ctx.role_rows(call, "eval"))
-        extra = {"kinds": ctx.kinds} if with_kinds else {}
-        return metric(a["codes"], a["factors"], classes=a["classes"], seed=call.seed, **extra, **call.settings)
+        return metric(a["codes"], a["factors"], classes=a["classes"], **extra, **call.settings)
     return run
 
 
-def _on_eval_unseeded(fn_name: str, module: str) -> Adapter:
-    def run(ctx: EvalContext, call: MetricCall) -> MetricResult:
-        import importlib
-
-        metric = getattr(importlib.import_module(f"factorbench.benchmark.metrics.{module}"), fn_name)
-        a = ctx.arrays(ctx.role_rows(call, "eval"))
-        return metric(a["codes"], a["factors"], classes=a["classes"], **call.settings)
-    return run
-
-
-ADAPTERS["mig"] = _on_eval_unseeded("mig", "mig")
-ADAPTERS["modularity"] = _on_eval_unseeded("modularity", "modularity")
-ADAPTERS["sap"] = _on_eval("sap", "sap")
-ADAPTERS["explicitness"] = _on_eval("explicitness", "modularity")
-ADAPTERS["irs"] = _on_eval("irs", "irs")
-ADAPTERS["minimality_sufficiency"] = _on_eval("minimality_sufficiency", "minimality")
-ADAPTERS["single_code_accuracy"] = _on_eval("single_code_accuracy", "downstream")
+for _name in ("mig", "modularity", "sap", "explicitness", "irs", "minimality_sufficiency", "single_code_accuracy"):
+    ADAPTERS[_name] = _on_eval(_name)
 
 
 @adapter("dci")
