@@ -78,7 +78,7 @@ METRIC_FUNCTIONS: dict[str, str] = {
 }
 #: keyword arguments the adapters fill from the data (never part of a protocol's settings)
 FED_BY_ADAPTER = frozenset({"classes", "kinds", "seed", "codes_val", "factors_val", "heldout", "encoder", "logvar",
-                            "classes_train", "classes_test", "classes_val"})
+                            "classes_train", "classes_test", "classes_val", "groups"})
 
 
 def metric_function(name: str) -> Callable[..., MetricResult]:
@@ -116,14 +116,17 @@ def adapter(name: str) -> Callable[[Adapter], Adapter]:
 
 def _on_eval(name: str) -> Adapter:
     """Adapter of a metric ``f(codes, factors, *, classes, [kinds], [seed], **settings)`` on the rows
-    of the call's ``eval`` split; ``kinds`` and ``seed`` are passed where the metric takes them."""
+    of the call's ``eval`` split; ``kinds``, ``seed`` and ``groups`` (the file row of each sample: a
+    correlated split repeats rows) are passed where the metric takes them."""
     def run(ctx: EvalContext, call: "MetricCall") -> MetricResult:
         import inspect
 
         metric = metric_function(name)
         accepted = inspect.signature(metric).parameters
-        extra = {key: value for key, value in (("kinds", ctx.kinds), ("seed", call.seed)) if key in accepted}
-        a = ctx.arrays(ctx.role_rows(call, "eval"))
+        rows = ctx.role_rows(call, "eval")
+        fed = (("kinds", ctx.kinds), ("seed", call.seed), ("groups", rows))  # groups: the file row of each sample
+        extra = {key: value for key, value in fed if key in accepted}
+        a = ctx.arrays(rows)
         return metric(a["codes"], a["factors"], classes=a["classes"], **extra, **call.settings)
     return run
 

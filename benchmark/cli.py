@@ -263,11 +263,14 @@ def _scores(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("md", "csv"), default="md")
     p.add_argument("--dir", metavar="DIR", default=None, help="a folder of result JSON files (default: the "
                    "reference results shipped with factorbench)")
+    p.add_argument("--columns", metavar="PATTERN", default=None,
+                   help="show only the score columns matching a shell-style pattern, e.g. 'independent.*' "
+                   "(the headline column is always shown)")
 
     def run(args: argparse.Namespace) -> int:
         from .results import format_table, scores_table
 
-        header, rows = scores_table(args.protocol, args.dir)
+        header, rows = scores_table(args.protocol, args.dir, args.columns)
         if not rows:
             print(f"no results for {args.protocol} yet")
             return 0

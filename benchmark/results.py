@@ -10,6 +10,7 @@ the current protocol's (a stale result must be re-run, never silently mixed in).
 from __future__ import annotations
 
 import csv
+import fnmatch
 import io
 import json
 import math
@@ -131,9 +132,11 @@ def reference_results(protocol: str | Protocol, directory: str | os.PathLike | N
     return out
 
 
-def scores_table(protocol: str | Protocol, directory: str | os.PathLike | None = None) -> tuple[list[str], list[list[Any]]]:
+def scores_table(protocol: str | Protocol, directory: str | os.PathLike | None = None,
+                 columns: str | None = None) -> tuple[list[str], list[list[Any]]]:
     """Header and rows (model, then mean and std of each headline scalar over runs), sorted by the
-    protocol's headline metric (best first)."""
+    protocol's headline metric (best first). ``columns``: a shell-style pattern selecting the scalar
+    columns shown (e.g. ``"independent.*"``); the headline column is always kept."""
     protocol = get_protocol(protocol)
     results = reference_results(protocol, directory)
     keys: list[str] = []
@@ -141,6 +144,9 @@ def scores_table(protocol: str | Protocol, directory: str | os.PathLike | None =
         for key in runs[0].scalars():
             if key not in keys:
                 keys.append(key)
+    head = protocol.headline.key
+    if columns is not None:
+        keys = [k for k in keys if k == head or fnmatch.fnmatchcase(k, columns)]
     rows = []
     for model, runs in results.items():
         row: list[Any] = [model, len(runs)]
@@ -148,7 +154,6 @@ def scores_table(protocol: str | Protocol, directory: str | os.PathLike | None =
             values = [r.scalars().get(key, math.nan) for r in runs]
             row.append((float(np.mean(values)), float(np.std(values)) if len(values) > 1 else None))
         rows.append(row)
-    head = protocol.headline.key
     if head in keys:
         col = 2 + keys.index(head)
         sign = -1.0 if protocol.headline.better == "higher" else 1.0

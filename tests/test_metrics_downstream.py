@@ -39,3 +39,17 @@ def test_seeded_and_validated(factors):
         single_code_accuracy(codes[:500], factors[:500])
     with pytest.raises(MetricInputError, match="rows"):
         single_code_accuracy(codes, factors[:100])
+
+
+def test_groups_keep_repeated_samples_out_of_the_test_set():
+    """A code that only identifies the sample: with repeats in both parts a forest memorises it;
+    with groups (the row each sample repeats) it cannot."""
+    rng = np.random.default_rng(5)
+    rows = rng.integers(0, 1500, size=4000)                 # drawn with replacement, like a correlated split
+    factors = rng.integers(0, 10, size=(1500, 2)).astype(float)[rows]
+    codes = rng.random((1500, 2))[rows]                     # unique per row, unrelated to the factors
+    leaky = single_code_accuracy(codes, factors, n_trees=10)
+    grouped = single_code_accuracy(codes, factors, groups=rows, n_trees=10)
+    assert leaky.score > 0.3 and grouped.score < 0.2       # chance is about 0.1
+    with pytest.raises(MetricInputError, match="groups"):
+        single_code_accuracy(codes, factors, groups=rows[:10])

@@ -37,12 +37,17 @@ class DownstreamResult(MetricResult):
     n_test: int
 
 
-def single_code_accuracy(codes: Any, factors: Any, *, classes: Any = None, n_train: int = 1_000,
-                         max_test: int = 5_000, n_trees: int = 20, bins: int = 20, seed: int = 0) -> DownstreamResult:
+def single_code_accuracy(codes: Any, factors: Any, *, classes: Any = None, groups: Any = None,
+                         n_train: int = 1_000, max_test: int = 5_000, n_trees: int = 20, bins: int = 20,
+                         seed: int = 0) -> DownstreamResult:
     """Accuracy of random forests (``n_trees`` trees) predicting each factor's class from one code
     dimension, trained on ``n_train`` samples and tested on up to ``max_test`` other samples, both
     drawn (seeded) from the given samples. Factors are used at their classes (continuous factors cut
-    into ``bins`` equal-width bins, see :func:`factor_classes`)."""
+    into ``bins`` equal-width bins, see :func:`factor_classes`).
+
+    ``groups`` (N,) marks samples that are the same observation (e.g. the dataset row of each sample
+    of a correlated split, which is drawn with replacement): no group is in both the training and the
+    test samples, so a repeated image never lets a forest score by memorising it."""
     z = check_codes(codes)
     y = check_factors(factors, len(z))
     n_train = check_positive_int("n_train", n_train)
@@ -57,7 +62,16 @@ def single_code_accuracy(codes: Any, factors: Any, *, classes: Any = None, n_tra
                                f"train on {n_train} and test on the rest; got {len(z)} (lower n_train)")
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(z))
-    train, test = order[:n_train], order[n_train:n_train + max_test]
+    train, rest = order[:n_train], order[n_train:]
+    if groups is not None:
+        groups = np.asarray(groups)
+        if groups.shape != (len(z),):
+            raise MetricInputError(f"groups has shape {groups.shape}; give one group label per sample ({len(z)},)")
+        rest = rest[~np.isin(groups[rest], groups[train])]
+        if len(rest) < 10:
+            raise MetricInputError(f"only {len(rest)} samples share no group with the {n_train} training samples; "
+                                   "give more samples or lower n_train")
+    test = rest[:max_test]
     d, k = z.shape[1], y.shape[1]
     accuracy = np.zeros((d, k))
     chance = np.zeros(k)
