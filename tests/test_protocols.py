@@ -262,6 +262,11 @@ def test_cli_protocols_scores_and_plots(small_results, data_dir, tmp_path, monke
     assert main(["scores", "square-lsbd-v1"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[2].startswith("| ideal |") and table[-1].startswith("| random |")
+    assert main(["scores", "square-dependent-v1", "--columns", "single.*"]) == 0
+    columns = capsys.readouterr().out.splitlines()[0].strip("| ").split(" | ")[2:]
+    headline = "independent.minimality_sufficiency.sufficiency"   # always shown
+    assert headline in columns and len(columns) > 1
+    assert all(c.startswith("single.") for c in columns if c != headline)
 
 
 def test_cli_codes_file_in_any_order_with_indices(small_results, data_dir, tmp_path, monkeypatch):
