@@ -21,9 +21,9 @@ import numpy as np
 from factorbench import generators
 from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.params import params_to_dict
-from factorbench.generators.presets import resolve_split
+from factorbench.generators.presets import default_partition, resolve_split
 from factorbench.generators.spec import DatasetSpec, canonical_json
-from factorbench.generators.splits import RandomSplit, SplitSpec, split_from_dict
+from factorbench.generators.splits import SplitSpec, split_from_dict
 from factorbench.generators.writer import add_split, write_dataset
 
 from .dataset import Dataset, load
@@ -56,7 +56,7 @@ def dataset_spec(ref: DatasetRef, source: str | os.PathLike | None = None) -> Da
 
 
 def _extra_splits(ref: DatasetRef, spec: DatasetSpec) -> list[SplitSpec]:
-    partition = split_from_dict(spec.splits[0]) if spec.splits else RandomSplit(seed=spec.seed)
+    partition = default_partition(spec.splits, spec.seed)
     return [resolve_split(name, spec.factors, partition) for name in ref.extra_splits]
 
 

@@ -13,8 +13,7 @@ from factorbench import generators
 from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.fileformat import package_version
 from factorbench.generators.params import parse_param_assignments
-from factorbench.generators.presets import applicable_presets, resolve_split
-from factorbench.generators.splits import RandomSplit, split_from_dict
+from factorbench.generators.presets import applicable_presets, default_partition, resolve_split
 from factorbench.generators.writer import add_split
 
 from .dataset import load
@@ -152,7 +151,7 @@ def _split(p: argparse.ArgumentParser) -> None:
 
     def run(args: argparse.Namespace) -> int:
         with load(args.file) as ds:
-            partition = split_from_dict(ds.spec.splits[0]) if ds.spec.splits else RandomSplit(seed=ds.spec.seed)
+            partition = default_partition(ds.spec.splits, ds.spec.seed)
             split = resolve_split(args.spec, ds.spec.factors, partition)
         sizes = add_split(args.file, split, force=args.force)
         for name, size in sizes.items():

@@ -17,11 +17,11 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .errors import FactorbenchError
 from .factors import Factor
-from .splits import CorrelatedPair, CorrelatedSplit, GapSplit, SplitSpec, split_from_dict
+from .splits import CorrelatedPair, CorrelatedSplit, GapSplit, RandomSplit, SplitSpec, split_from_dict
 
 Builder = Callable[[tuple[Factor, ...], SplitSpec], SplitSpec]
 
@@ -112,6 +112,15 @@ def _teapot_large_gap(factors: tuple[Factor, ...], partition: SplitSpec) -> Spli
 def _partition_of(split: SplitSpec) -> SplitSpec:
     """The plain partition under a hold-out (a gap preset replaces the hold-out, keeping its base)."""
     return getattr(split, "base", split)
+
+
+def default_partition(splits: Sequence[SplitSpec | Mapping[str, Any]], seed: int) -> SplitSpec:
+    """The partition that presets build on: a dataset's first standard split (a spec or its JSON
+    dict), or a seeded random split when it has none."""
+    if not splits:
+        return RandomSplit(seed=seed)
+    first = splits[0]
+    return first if isinstance(first, SplitSpec) else split_from_dict(first)
 
 
 def applicable_presets(factors: Sequence[Factor]) -> dict[str, str]:

@@ -128,12 +128,11 @@ class Protocol:
 
     def split_names(self) -> tuple[str, ...]:
         """The splits of the protocol's dataset file: the generator's standard ones and the extra presets."""
-        from factorbench.generators.presets import resolve_split
-        from factorbench.generators.splits import RandomSplit
+        from factorbench.generators.presets import default_partition, resolve_split
 
         gen = generators.get(self.dataset.generator, self.dataset.params)
         standard = gen.default_splits(self.dataset.seed)
-        partition = standard[0] if standard else RandomSplit(seed=self.dataset.seed)
+        partition = default_partition(standard, self.dataset.seed)
         names = [n for split in standard for n in split.names]
         for preset in self.dataset.extra_splits:
             names += resolve_split(preset, gen.factors(), partition).names
