@@ -19,11 +19,10 @@ from typing import ClassVar
 import numpy as np
 
 from .citations import TONNAER_2022
-from .errors import FactorbenchError
 from .factors import Factor
 from .meshes import Mesh, airplane
 from .raster import hue_to_rgb
-from .render import Camera, Light, RenderSettings, get_backend, orbit_views, rotation_z
+from .render import Camera, Light, RenderSettings, check_orbit_camera, get_backend, orbit_views, rotation_z
 from .rendered import RenderedGenerator
 
 STEPS = 64
@@ -41,10 +40,7 @@ class AirplaneParams:
     background: tuple[float, ...] = (1.0, 1.0, 1.0)
 
     def __post_init__(self) -> None:
-        if not -90.0 < self.elevation_degrees < 90.0:
-            raise FactorbenchError(f"airplane: elevation_degrees must be in (-90, 90), got {self.elevation_degrees}")
-        if not self.camera_distance > 1.0 / math.sin(math.radians(24.0)) - 1.0:
-            raise FactorbenchError(f"airplane: camera_distance {self.camera_distance} is too close to see it whole")
+        check_orbit_camera("airplane", self.elevation_degrees, self.camera_distance, Camera().fov_y_degrees)
         RenderSettings(background=self.background, samples=self.samples)
         Camera(self.image_size)
 
@@ -56,7 +52,7 @@ def _mesh() -> Mesh:
 
 class Airplane(RenderedGenerator):
     name: ClassVar[str] = "airplane"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = ("Rendered airplane, 64 cyclic hues x 64 rotations about the vertical axis "
                                   "(SO(2)xSO(2), Tonnaer et al. 2022)")
     citation: ClassVar[str] = TONNAER_2022

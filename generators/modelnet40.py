@@ -192,7 +192,7 @@ def source_digest(path: str | os.PathLike, category: str = "airplane", subset: s
 
 class ModelNet40(TurntableGenerator):
     name: ClassVar[str] = "modelnet40"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = ("ModelNet40 objects of one category (default the 626 training airplanes) x 64 "
                                   "rotations about the vertical axis (Tonnaer et al. 2022); needs --source")
     citation: ClassVar[str] = TONNAER_2022 + "\n\n" + WU_2015

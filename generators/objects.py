@@ -112,7 +112,7 @@ def procedural_object(seed: int, k: int) -> Mesh:
 
 class Objects(TurntableGenerator):
     name: ClassVar[str] = "objects"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"
     description: ClassVar[str] = ("Procedural objects (unions of boxes, cylinders, cones, ellipsoids), 64 objects x "
                                   "64 rotations about the vertical axis (embedded ModelNet40-style protocol)")
     citation: ClassVar[str] = TONNAER_2022

@@ -29,7 +29,7 @@ from .airplane import CAMERA_AZIMUTH, LIGHT
 from .errors import FactorbenchError
 from .factors import Factor
 from .meshes import Mesh
-from .render import Camera, RenderSettings, get_backend, orbit_views, rotation_z
+from .render import Camera, RenderSettings, check_orbit_camera, get_backend, orbit_views, rotation_z
 from .rendered import RenderedGenerator
 
 # the camera (on +x) and the light (straight above, intensity + ambient = 1) are the airplane's
@@ -54,11 +54,7 @@ class TurntableParams:
     def __post_init__(self) -> None:
         if self.steps < 2:
             raise FactorbenchError(f"steps must be at least 2 rotations, got {self.steps}")
-        if not -90.0 < self.elevation_degrees < 90.0:
-            raise FactorbenchError(f"elevation_degrees must be in (-90, 90), got {self.elevation_degrees}")
-        if not self.camera_distance > 1.0 / math.sin(math.radians(FOV_Y_DEGREES / 2)):
-            raise FactorbenchError(f"camera_distance {self.camera_distance} is too close to see a unit-radius "
-                                   f"object whole; use more than {1.0 / math.sin(math.radians(FOV_Y_DEGREES / 2)):.3f}")
+        check_orbit_camera("turntable", self.elevation_degrees, self.camera_distance, FOV_Y_DEGREES)
         RenderSettings(background=tuple(self.background), samples=self.samples)
         Camera(self.image_size, FOV_Y_DEGREES)
 

@@ -56,3 +56,15 @@ def test_recognisable_at_every_angle(plane):
     assert not masks[:, 0, :].any() and not masks[:, -1, :].any()  # whole airplane in frame
     assert not masks[:, :, 0].any() and not masks[:, :, -1].any()
     assert len({m.tobytes() for m in masks}) == len(masks)
+
+
+@pytest.mark.parametrize("name", ["airplane", "objects"])
+def test_camera_too_close_or_too_steep_is_rejected(name):
+    """The unit-radius object fits the 48-degree view cone from 1 / sin(24 deg) = 2.459 on."""
+    from factorbench.generators import FactorbenchError
+
+    get(name, {"camera_distance": 2.46})  # just far enough
+    with pytest.raises(FactorbenchError, match="too close.*at least 2.459"):
+        get(name, {"camera_distance": 2.0})
+    with pytest.raises(FactorbenchError, match="elevation_degrees"):
+        get(name, {"elevation_degrees": 90.0})

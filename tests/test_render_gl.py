@@ -113,6 +113,21 @@ def test_triangles_behind_the_camera_are_dropped(gl: GlBackend) -> None:
     assert (both[0] != np.array([51, 102, 153], dtype=np.uint8)).any()
 
 
+def test_guard_bound_classifies_like_every_vertex() -> None:
+    """The bounding-sphere shortcut of the near-camera check gives the vertex-by-vertex answer, cameras
+    far from, near and inside the object included."""
+    rng = np.random.default_rng(3)
+    vertices = rng.normal(size=(300, 3)) * [1.0, 0.5, 2.0] + [0.3, -0.2, 0.1]
+    distance = rng.uniform(0.05, 8.0, 400)
+    view = orbit_views(rng.uniform(0, 2 * np.pi, 400), rng.uniform(-1.5, 1.5, 400), 1.0)
+    view[:, 2, 3] -= distance  # pull the cameras back along their viewing axis
+    mvp = Camera(near=0.1).projection()[None] @ view
+    got = GlBackend._guarded_instances(mvp, vertices, 0.1)
+    w = np.einsum("mj,vj->mv", mvp[:, 3], np.c_[vertices, np.ones(len(vertices))])
+    assert got.tolist() == (w.min(axis=1) <= 2.0 * 0.1).tolist()
+    assert 0 < got.sum() < len(got)
+
+
 def test_instances_near_the_camera_in_a_batch(gl: GlBackend) -> None:
     """Instances with a vertex behind the camera (drawn by the geometry-shader program) mixed with ordinary
     ones: each instance's pixels still do not depend on the batch, and the dropped triangles stay dropped."""

@@ -29,6 +29,23 @@ def test_factors_and_defaults():
     assert classes is None and values[:, 0].max() < 2 * math.pi and values[:, 1].max() <= math.pi / 2
 
 
+def test_tessellation_follows_the_image_size_unless_given():
+    """subdivisions 0 (default) picks ceil(6 sqrt(size / 64)) cells per patch side; a given value is used."""
+    from factorbench.generators import FactorbenchError
+    from factorbench.generators.teapot import auto_subdivisions
+
+    assert [auto_subdivisions(s) for s in (16, 32, 64, 128, 256, 512)] == [3, 5, 6, 9, 12, 17]
+    values = np.array([[0.3, 0.5, 0.8, 0.4, 0.2]])
+    auto = get("teapot", {"samples": 1, "image_size": 32}, backend="cpu").render(values)
+    given = get("teapot", {"samples": 1, "image_size": 32, "subdivisions": 5}, backend="cpu").render(values)
+    finer = get("teapot", {"samples": 1, "image_size": 32, "subdivisions": 12}, backend="cpu").render(values)
+    assert auto.tobytes() == given.tobytes() and auto.tobytes() != finer.tobytes()
+    # a finer mesh moves a few edge pixels only
+    assert (np.abs(auto.astype(int) - finer) > 8).any(axis=-1).mean() < 0.03
+    with pytest.raises(FactorbenchError, match="subdivisions"):
+        get("teapot", {"subdivisions": -1})
+
+
 def test_azimuth_is_cyclic_and_a_quarter_turn_from_above_rotates_the_image(teapot):
     v = np.array([[0.3, 0.6, 0.8, 0.4, 0.2], [0.3 + 2 * math.pi, 0.6, 0.8, 0.4, 0.2],
                   [0.3, math.pi / 2, 0.8, 0.4, 0.2], [0.3 + math.pi / 2, math.pi / 2, 0.8, 0.4, 0.2]])

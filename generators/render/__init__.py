@@ -21,7 +21,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import FactorbenchError
-from .scene import Camera, Light, RenderSettings, check_batch, look_at, orbit_views, rotation_z
+from .scene import (Camera, Light, RenderSettings, check_batch, check_orbit_camera, look_at, orbit_views,
+                    rotation_z)
 
 BACKENDS: dict[str, type["Backend"]] = {}
 _BACKEND_MODULES = {"cpu": ".cpu", "gl": ".gl", "pyrender": ".pyrender_backend"}

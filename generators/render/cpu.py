@@ -55,7 +55,7 @@ class CpuBackend(Backend):
         sx = (clip[..., 0] / safe_w + 1.0) * 0.5 * size
         sy = (1.0 - clip[..., 1] / safe_w) * 0.5 * size
         sz = clip[..., 2] / safe_w
-        vcol = vertex_colours(normals, model, colours, light)  # (m, V, 3) linear
+        vcol = linear_to_srgb(vertex_colours(normals, model, colours, light))  # (m, V, 3) encoded
 
         # per-triangle screen data (m*F,)
         tri = faces[None, :, :]
@@ -98,7 +98,7 @@ class CpuBackend(Backend):
             first = np.ones(len(order), dtype=bool)
             first[1:] = pix_sorted[1:] != pix_sorted[:-1]
             winners = order[first]
-            frame[pix[winners]] = linear_to_srgb(col[winners])
+            frame[pix[winners]] = col[winners]
         frame = frame.reshape(m, camera.image_size, ss, camera.image_size, ss, 3).mean(axis=(2, 4))
         return np.rint(frame * 255.0).astype(np.uint8)
 

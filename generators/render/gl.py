@@ -16,8 +16,8 @@ all. The vertex shader cannot drop a triangle, so instances with a vertex at ``c
 (decided per instance in numpy, element-wise, so never by the batch) are drawn in a second call by a
 program whose geometry shader drops such triangles and sets ``gl_Layer``; where neither extension exists,
 every instance takes that program. Scenes keep the object in front of the camera, so the datasets never
-need it. Shading is per vertex as in :func:`.scene.vertex_colours`; the interpolated linear colour is
-clamped and sRGB-encoded per fragment into the RGBA8 target.
+need it. Shading is per vertex as in :func:`.scene.vertex_colours`, clamped and sRGB-encoded per vertex;
+the encoded colour is interpolated into the RGBA8 target.
 
 Antialiasing: ``samples`` = ``f * f`` (1, 4, 16) renders the layers at ``f`` times the resolution and
 averages each ``f x f`` block of the encoded bytes, rounded half to even: the cpu backend's ordered
@@ -64,7 +64,7 @@ uniform vec3 light_dir;   // unit vector towards the light (world)
 uniform float intensity;
 uniform float ambient;
 
-out vec3 %(prefix)scolour;    // linear colour, interpolated perspective-correctly
+out vec3 %(prefix)scolour;    // sRGB-encoded vertex colour, interpolated perspective-correctly
 %(guard_out)s
 
 void main() {
@@ -72,7 +72,8 @@ void main() {
     %(layer)s
     vec3 n = in_model3 * in_normal;
     n = n / max(length(n), 1e-12);
-    %(prefix)scolour = in_colour * (intensity * max(dot(n, light_dir), 0.0) + ambient);
+    vec3 x = clamp(in_colour * (intensity * max(dot(n, light_dir), 0.0) + ambient), 0.0, 1.0);
+    %(prefix)scolour = mix(1.055 * pow(x, vec3(1.0 / 2.4)) - 0.055, 12.92 * x, lessThanEqual(x, vec3(0.0031308)));
 }
 """
 
@@ -104,10 +105,7 @@ in vec3 v_colour;
 out vec4 f_colour;
 
 void main() {
-    vec3 x = clamp(v_colour, 0.0, 1.0);
-    vec3 lo = 12.92 * x;
-    vec3 hi = 1.055 * pow(x, vec3(1.0 / 2.4)) - 0.055;
-    f_colour = vec4(mix(hi, lo, lessThanEqual(x, vec3(0.0031308))), 1.0);
+    f_colour = vec4(v_colour, 1.0);
 }
 """
 
@@ -357,8 +355,8 @@ class GlBackend(Backend):
                        (instances, "16f 9f 3f 1f/i", "in_mvp", "in_model3", "in_colour", "in_layer")],
                 index_buffer=ibo, index_element_size=4)
                 for prog, instances in ((self._fast, self._instances[0]), (self._guarded, self._instances[1]))]
-            used = np.unique(faces)  # only vertices of faces can put a triangle behind the camera
-            self._meshes[key] = (vaos[0], vaos[1], len(faces) * 3, vertices[used].astype(np.float64), vbo, ibo)
+            used = vertices[np.unique(faces)].astype(np.float64)  # only vertices of faces can be behind the camera
+            self._meshes[key] = (vaos[0], vaos[1], len(faces) * 3, used, vbo, ibo)
             while len(self._meshes) > MESH_CACHE:
                 old = self._meshes.popitem(last=False)[1]
                 for resource in (old[0], old[1], old[4], old[5]):
@@ -478,15 +476,27 @@ class GlBackend(Backend):
     @staticmethod
     def _guarded_instances(mvp: np.ndarray, vertices: np.ndarray, near: float) -> np.ndarray:
         """Which instances have a vertex at clip.w <= GUARD * near (element-wise, so that an instance's
-        answer does not depend on the batch)."""
+        answer does not depend on the batch). A bound over the vertices' bounding sphere clears most
+        instances at once: w = r . v + r_3 >= r . c + r_3 - |r| rho for |v - c| <= rho; the vertices are
+        checked one by one only for the others. (Rounding at the threshold cannot change an image: an
+        instance with every vertex near GUARD * near has no triangle behind near, so both programs draw it
+        alike.)"""
         out = np.zeros(len(mvp), dtype=bool)
         if len(vertices) == 0:
             return out
+        lo, hi = vertices.min(axis=0), vertices.max(axis=0)
+        centre = (lo + hi) / 2.0
+        rho = float(np.sqrt(((vertices - centre) ** 2).sum(axis=1)).max())
+        r = mvp[:, 3]
+        bound = (r[:, 0] * centre[0] + r[:, 1] * centre[1]) + (r[:, 2] * centre[2] + r[:, 3]) \
+            - np.sqrt(r[:, 0] ** 2 + r[:, 1] ** 2 + r[:, 2] ** 2) * rho
+        check = np.flatnonzero(~(bound > GUARD * near))
         step = max(1, (1 << 22) // len(vertices))
-        for a in range(0, len(mvp), step):
-            r = mvp[a:a + step, 3]
-            w = (r[:, 0:1] * vertices[:, 0] + r[:, 1:2] * vertices[:, 1]) + (r[:, 2:3] * vertices[:, 2] + r[:, 3:4])
-            out[a:a + step] = w.min(axis=1) <= GUARD * near
+        for a in range(0, len(check), step):
+            rows = r[check[a:a + step]]
+            w = (rows[:, 0:1] * vertices[:, 0] + rows[:, 1:2] * vertices[:, 1]) \
+                + (rows[:, 2:3] * vertices[:, 2] + rows[:, 3:4])
+            out[check[a:a + step]] = w.min(axis=1) <= GUARD * near
         return out
 
     # -- rendering -------------------------------------------------------------------------------

@@ -6,9 +6,11 @@ the camera looks down its -z axis, +y up) and base colour ``colours[i]`` (linear
 
 Shading is per-vertex Lambertian with an ambient term, as in the teapot's original renderer (OpenDR;
 Eastwood & Williams 2018): vertex colour = colour * (intensity * max(n . l, 0) + ambient), with n the
-world-space vertex normal and l the direction towards the light. Colours are interpolated across
-triangles perspective-correctly, clamped to [0, 1] and encoded with the sRGB curve (IEC 61966-2-1:
-12.92 x below 0.0031308, else 1.055 x^(1/2.4) - 0.055); antialiasing averages encoded samples.
+world-space vertex normal and l the direction towards the light. Vertex colours are clamped to [0, 1]
+and encoded with the sRGB curve (IEC 61966-2-1: 12.92 x below 0.0031308, else 1.055 x^(1/2.4) - 0.055),
+then interpolated across triangles perspective-correctly (Gouraud shading of the encoded colours, as
+the original renderer interpolated its vertex colours; every backend does the same); antialiasing
+averages encoded samples.
 The background colour is given in the output (sRGB-encoded) space.
 """
 
@@ -73,6 +75,18 @@ class RenderSettings:
             raise FactorbenchError(f"antialiasing samples must be 1, 4 or 16, got {self.samples}")
         if len(self.background) != 3 or not all(0.0 <= c <= 1.0 for c in self.background):
             raise FactorbenchError(f"background must be three values in [0, 1], got {self.background}")
+
+
+def check_orbit_camera(owner: str, elevation_degrees: float, camera_distance: float, fov_y_degrees: float,
+                       radius: float = 1.0) -> None:
+    """Reject an orbiting camera that cannot see a ``radius`` sphere about its target whole: the sphere
+    fits the view cone when ``camera_distance >= radius / sin(fov_y / 2)``; elevation in (-90, 90)."""
+    if not -90.0 < elevation_degrees < 90.0:
+        raise FactorbenchError(f"{owner}: elevation_degrees must be in (-90, 90), got {elevation_degrees}")
+    nearest = radius / math.sin(math.radians(fov_y_degrees / 2))
+    if not camera_distance >= nearest:
+        raise FactorbenchError(f"{owner}: camera_distance {camera_distance} is too close to see the object whole "
+                               f"(radius {radius}, field of view {fov_y_degrees} degrees); use at least {nearest:.3f}")
 
 
 def look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray) -> np.ndarray:
