@@ -57,14 +57,12 @@ class TeapotParams:
 
 
 def auto_subdivisions(image_size: int) -> int:
-    """Cells per patch side for ``image_size`` pixels: ceil(6 sqrt(image_size / 64)), at most 32.
+    """Cells per patch side for ``image_size`` pixels: ceil(8 sqrt(image_size / 64)), at most 32.
 
     The tessellation's distance to the Bezier surface falls as 1/n^2 while a pixel shrinks as 1/size, so
-    n ~ sqrt(size) keeps the error in pixels constant. At 64 x 64, n = 6 (2,256 triangles) renders within
-    0.44/255 (mean absolute difference, 4 samples) of a 24 x 24 tessellation, below the 0.7/255 by which
-    the gl and pyrender backends differ on the same mesh; n = 8 is within 0.25/255 at 1.8 times the
-    triangles (``tests/perf/bench_render.py`` measures both)."""
-    return min(32, math.ceil(6 * math.sqrt(image_size / 64)))
+    n ~ sqrt(size) keeps the error in pixels constant. At 64 x 64, n = 8 (4,032 triangles) renders within
+    0.26/255 (mean absolute difference, 4 samples) of a 24 x 24 tessellation (n = 6: 0.46/255)."""
+    return min(32, math.ceil(8 * math.sqrt(image_size / 64)))
 
 
 @lru_cache(maxsize=4)

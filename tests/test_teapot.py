@@ -30,14 +30,14 @@ def test_factors_and_defaults():
 
 
 def test_tessellation_follows_the_image_size_unless_given():
-    """subdivisions 0 (default) picks ceil(6 sqrt(size / 64)) cells per patch side; a given value is used."""
+    """subdivisions 0 (default) picks ceil(8 sqrt(size / 64)) cells per patch side; a given value is used."""
     from factorbench.generators import FactorbenchError
     from factorbench.generators.teapot import auto_subdivisions
 
-    assert [auto_subdivisions(s) for s in (16, 32, 64, 128, 256, 512)] == [3, 5, 6, 9, 12, 17]
+    assert [auto_subdivisions(s) for s in (16, 32, 64, 128, 256, 512)] == [4, 6, 8, 12, 16, 23]
     values = np.array([[0.3, 0.5, 0.8, 0.4, 0.2]])
     auto = get("teapot", {"samples": 1, "image_size": 32}, backend="cpu").render(values)
-    given = get("teapot", {"samples": 1, "image_size": 32, "subdivisions": 5}, backend="cpu").render(values)
+    given = get("teapot", {"samples": 1, "image_size": 32, "subdivisions": 6}, backend="cpu").render(values)
     finer = get("teapot", {"samples": 1, "image_size": 32, "subdivisions": 12}, backend="cpu").render(values)
     assert auto.tobytes() == given.tobytes() and auto.tobytes() != finer.tobytes()
     # a finer mesh moves a few edge pixels only
