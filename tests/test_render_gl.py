@@ -146,6 +146,24 @@ def test_instances_near_the_camera_in_a_batch(gl: GlBackend) -> None:
         assert alone[0].tobytes() == batch[i].tobytes(), i
 
 
+def test_nothing_is_drawn_beyond_the_far_plane_as_in_the_cpu_backend(gl: GlBackend) -> None:
+    """A quad tilted away from the camera, from depth 1.6 to 4.4, with the far plane at 3: the half
+    beyond is not drawn, by gl (clipping) as by cpu (dropped fragments)."""
+    from factorbench.generators.render.cpu import CpuBackend
+
+    c, s = np.cos(np.pi / 4), np.sin(np.pi / 4)
+    tilted = np.array([[[1.0, 0, 0, 0], [0, c, -s, 0], [0, s, c, 0], [0, 0, 0, 1]]])  # y -> depth
+    light, settings = Light((0, 0, 1), 1.0, 0.0), RenderSettings(BG, 4)
+    cut = Camera(image_size=32, fov_y_degrees=90.0, far=3.0)
+    whole = Camera(image_size=32, fov_y_degrees=90.0, far=100.0)
+    got = gl.render(quad(2.0), tilted, TOP, np.ones((1, 3)), cut, light, settings)[0].astype(int)
+    want = CpuBackend().render(quad(2.0), tilted, TOP, np.ones((1, 3)), cut, light, settings)[0]
+    full = gl.render(quad(2.0), tilted, TOP, np.ones((1, 3)), whole, light, settings)[0].astype(int)
+    background = (got == [51, 102, 153]).all(axis=-1)
+    assert background.sum() > (full == [51, 102, 153]).all(axis=-1).sum() + 32  # rows lost at the far end
+    assert np.abs(got - want).mean() < 0.5 and (np.abs(got - want) <= 8).mean() > 0.99
+
+
 def test_geometry_shader_fallback_gives_the_same_pixels(gl: GlBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without a vertex-shader gl_Layer extension every instance takes the geometry-shader program."""
     import factorbench.generators.render.gl as glmod

@@ -10,9 +10,9 @@ an instance whatever layer, chunk or batch it lands in: pixels are byte-identica
 size, with no snapping, geometry shader or hand-made interpolation. Layers are read back bottom row
 first and flipped so that image row 0 is the top.
 
-Depth clamping replaces near/far clipping (the cpu backend has none). Limitation, as in the cpu backend:
-a triangle with a vertex at or behind the camera's near distance (``clip.w <= near``) is not drawn at
-all. The vertex shader cannot drop a triangle, so instances with a vertex at ``clip.w <= GUARD * near``
+Depth: GL clips at the far plane, where the cpu backend drops the fragments beyond it. Limitation, as in
+the cpu backend: a triangle with a vertex at or behind the camera's near distance (``clip.w <= near``) is
+not drawn at all, so no drawn triangle reaches the near plane. The vertex shader cannot drop a triangle, so instances with a vertex at ``clip.w <= GUARD * near``
 (decided per instance in numpy, element-wise, so never by the batch) are drawn in a second call by a
 program whose geometry shader drops such triangles and sets ``gl_Layer``; where neither extension exists,
 every instance takes that program. Scenes keep the object in front of the camera, so the datasets never
@@ -179,7 +179,6 @@ void main() {
 
 #: extensions that let a vertex shader write gl_Layer (else a geometry shader does it for every instance)
 _LAYER_EXTENSIONS = ("GL_ARB_shader_viewport_layer_array", "GL_AMD_vertex_shader_layer")
-_GL_DEPTH_CLAMP = 0x864F
 _GL_TEXTURE_2D_ARRAY = 0x8C1A
 _GL_DEPTH_COMPONENT24 = 0x81A6
 _GL_FRAMEBUFFER = 0x8D40
@@ -547,33 +546,29 @@ class GlBackend(Backend):
         ctx = self.ctx
         ctx.enable(self._moderngl.DEPTH_TEST)  # the block-average target has no depth buffer: no effect there
         ctx.disable(self._moderngl.CULL_FACE)
-        ctx.enable_direct(_GL_DEPTH_CLAMP)  # no near/far clipping (the cpu backend has none either)
         background = tuple(float(c) for c in settings.background)
         layers = self._layers(size, m)
-        try:
-            for a in range(0, m, layers):
-                b = min(a + layers, m)
-                k = b - a
-                n_layers = _pow2_at_least(k) if k < layers else layers
-                framebuffer, colour, _ = self._target(size, n_layers)
-                chunk = data[a:b]
-                chunk[:, 28] = np.arange(k)
-                framebuffer.use()
-                framebuffer.clear(*background, 1.0, depth=1.0)
-                for vao, buffer, which in ((fast_vao, self._instances[0], ~guarded[a:b]),
-                                           (guarded_vao, self._instances[1], guarded[a:b])):
-                    count = int(which.sum())
-                    if count:
-                        buffer.write(np.ascontiguousarray(chunk[which]).tobytes())
-                        vao.render(self._moderngl.TRIANGLES, vertices=n_indices, instances=count)
-                if reducer is not None:
-                    self._reduce(reducer, colour, out_size, n_layers, k, out[a:b])
-                    continue
-                raw = colour.read()
-                img = np.frombuffer(raw, dtype=np.uint8).reshape(-1, size, size, 4)[:k, ::-1, :, :3]
-                out[a:b] = img if f == 1 else _box(img, f)
-        finally:
-            ctx.disable_direct(_GL_DEPTH_CLAMP)
+        for a in range(0, m, layers):
+            b = min(a + layers, m)
+            k = b - a
+            n_layers = _pow2_at_least(k) if k < layers else layers
+            framebuffer, colour, _ = self._target(size, n_layers)
+            chunk = data[a:b]
+            chunk[:, 28] = np.arange(k)
+            framebuffer.use()
+            framebuffer.clear(*background, 1.0, depth=1.0)
+            for vao, buffer, which in ((fast_vao, self._instances[0], ~guarded[a:b]),
+                                       (guarded_vao, self._instances[1], guarded[a:b])):
+                count = int(which.sum())
+                if count:
+                    buffer.write(np.ascontiguousarray(chunk[which]).tobytes())
+                    vao.render(self._moderngl.TRIANGLES, vertices=n_indices, instances=count)
+            if reducer is not None:
+                self._reduce(reducer, colour, out_size, n_layers, k, out[a:b])
+                continue
+            raw = colour.read()
+            img = np.frombuffer(raw, dtype=np.uint8).reshape(-1, size, size, 4)[:k, ::-1, :, :3]
+            out[a:b] = img if f == 1 else _box(img, f)
         return out
 
 
