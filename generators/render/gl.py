@@ -12,12 +12,13 @@ first and flipped so that image row 0 is the top.
 
 Depth: GL clips at the far plane, where the cpu backend drops the fragments beyond it. Limitation, as in
 the cpu backend: a triangle with a vertex at or behind the camera's near distance (``clip.w <= near``) is
-not drawn at all, so no drawn triangle reaches the near plane. The vertex shader cannot drop a triangle, so instances with a vertex at ``clip.w <= GUARD * near``
-(decided per instance in numpy, element-wise, so never by the batch) are drawn in a second call by a
-program whose geometry shader drops such triangles and sets ``gl_Layer``; where neither extension exists,
-every instance takes that program. Scenes keep the object in front of the camera, so the datasets never
-need it. Shading is per vertex as in :func:`.scene.vertex_colours`, clamped and sRGB-encoded per vertex;
-the encoded colour is interpolated into the RGBA8 target.
+not drawn at all, so no drawn triangle reaches the near plane. The vertex shader cannot drop a triangle,
+so instances with a vertex at ``clip.w <= GUARD * near`` (decided per instance in numpy, element-wise, so
+never by the batch) are drawn in a second call by a program whose geometry shader drops such triangles
+and sets ``gl_Layer``; where neither extension exists, every instance takes that program. Scenes keep
+the object in front of the camera, so the datasets never need it. Shading is per vertex as in
+:func:`.scene.vertex_colours`, clamped and sRGB-encoded per vertex; the encoded colour is interpolated
+into the RGBA8 target.
 
 Antialiasing: ``samples`` = ``f * f`` (1, 4, 16) renders the layers at ``f`` times the resolution and
 averages each ``f x f`` block of the encoded bytes, rounded half to even: the cpu backend's ordered
