@@ -101,6 +101,7 @@ class Teapot(RenderedGenerator):
         p = self.params
         model = np.eye(4)[None].repeat(len(factors), axis=0)
         view = orbit_views(factors[:, 0], factors[:, 1], CAMERA_DISTANCE)
+        mesh = _mesh(p.subdivisions or auto_subdivisions(p.image_size))
         return get_backend(self.backend).render(
-            _mesh(p.subdivisions or auto_subdivisions(p.image_size)), model, view, factors[:, 2:5], Camera(p.image_size, p.fov_y_degrees),
+            mesh, model, view, factors[:, 2:5], Camera(p.image_size, p.fov_y_degrees),
             Light((0.0, 0.0, 1.0), 1.0, 0.5), RenderSettings(tuple(p.background), p.samples))
