@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sklearn.ensemble import RandomForestRegressor
 
@@ -384,6 +384,8 @@ def test_gbt_random_code_is_near_chance():
 @given(seed=st.integers(0, 10_000), n=st.integers(30, 80), d=st.integers(1, 4), k=st.integers(1, 3),
        noise=st.floats(0.0, 2.0), regressor=st.sampled_from(["lasso", "forest"]),
        completeness=st.sampled_from(["mean", "weighted"]))
+# one code, every factor's completeness 1: the weighted sum came out as 1.0000000000000002
+@example(seed=2814, n=51, d=1, k=3, noise=0.48473284505892533, regressor="lasso", completeness="weighted")
 def test_scores_in_range(seed, n, d, k, noise, regressor, completeness):
     rng = np.random.default_rng(seed)
     factors = rng.uniform(size=(n, k))

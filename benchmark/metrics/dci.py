@@ -165,7 +165,9 @@ def dci_from_importance(importance: Any, completeness: str = "mean"
     factor_c = _entropic_scores(r.T)
     total = r.sum()
     rho = r.sum(axis=1) / total if total > 0 else np.zeros(r.shape[0])
-    return float(np.dot(rho, code_d)), combine(factor_c, r), code_d, rho, factor_c
+    # weighted means of scores in [0, 1]; the clip removes rounding (weights summing to 1 + 2e-16)
+    d, c = (float(np.clip(v, 0.0, 1.0)) for v in (np.dot(rho, code_d), combine(factor_c, r)))
+    return d, c, code_d, rho, factor_c
 
 
 # --------------------------------------------------------------------------- regressors
