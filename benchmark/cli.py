@@ -212,11 +212,22 @@ def _protocols(p: argparse.ArgumentParser) -> None:
     p.set_defaults(run=run)
 
 
+def _default_model_name(encoder: str | None, codes: str | None) -> str:
+    """The model name a result records when --model is not given (and its default file name)."""
+    if encoder is None:
+        return Path(str(codes)).stem
+    if encoder.startswith("run:"):
+        run, _, step = encoder[len("run:"):].partition("@")
+        return Path(run).resolve().name + (f"-step{step}" if step else "")
+    return encoder.replace(":", ".")
+
+
 @command("evaluate", "score an encoder (or precomputed codes) under a protocol and write a result JSON")
 def _evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("protocol", help="protocol name (see `factorbench protocols`)")
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--encoder", metavar="SPEC", help="ideal, random, pca, or module:function (a callable "
+    what.add_argument("--encoder", metavar="SPEC", help="ideal, random, pca, run:RUN_DIR (a model trained with "
+                      "`factorbench train`), or module:function (a callable "
                       "images (n, H, W, C) uint8 -> codes (n, D) or (mu, logvar), or a factory returning one)")
     what.add_argument("--codes", metavar="FILE", help="codes of every sample of the protocol's dataset, in file "
                       "order: .npy, or .npz with 'codes' or 'mu' and 'logvar' (and optionally 'indices': the row of "
@@ -235,7 +246,7 @@ def _evaluate(p: argparse.ArgumentParser) -> None:
 
         from .evaluation import evaluate, load_codes
 
-        model = args.model or (args.encoder.replace(":", ".") if args.encoder else Path(args.codes).stem)
+        model = args.model or _default_model_name(args.encoder, args.codes)
         out = Path(args.out) if args.out else Path(f"{args.protocol}.{model}.json")
         if out.exists() and not args.force:
             raise FactorbenchError(f"{out} exists; pass --force to replace it or --out to write elsewhere")
@@ -294,7 +305,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except FactorbenchError as exc:
         print(f"factorbench {args.command}: error: {exc}", file=sys.stderr)
-        return 130 if isinstance(exc, generators.GenerationInterrupted) else 2
+        if isinstance(exc, generators.GenerationInterrupted):
+            return 130
+        return int(getattr(exc, "exit_status", 2))
     except KeyboardInterrupt:
         print(f"factorbench {args.command}: interrupted", file=sys.stderr)
         return 130
@@ -303,5 +316,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+import factorbench.baselines.commands  # noqa: E402,F401  (registers train and show-run; torch loads only when they run)
+
+if __name__ == "__main__":  # python -m factorbench.benchmark.cli: use the imported module's command table
+    from factorbench.benchmark.cli import main as _main
+
+    sys.exit(_main())

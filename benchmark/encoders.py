@@ -153,12 +153,25 @@ def _is_factory(obj: Any) -> bool:
     return not any(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
 
 
+def _load_run(run_dir: str) -> Any:
+    """A model trained by ``factorbench train`` (needs the ``train`` extra)."""
+    try:
+        from factorbench.baselines.runs import load_run
+        import torch  # noqa: F401
+    except ImportError:
+        raise FactorbenchError("--encoder run:... needs PyTorch: pip install 'factorbench[train]'") from None
+    return load_run(run_dir)
+
+
 def load_encoder(spec: Any) -> Any:
-    """An encoder from a reference name (``ideal``, ``random``, ``pca``), a ``module:attribute`` string
+    """An encoder from a reference name (``ideal``, ``random``, ``pca``), ``run:RUN_DIR`` (a trained run),
+    a ``module:attribute`` string
     (a callable encoder, or a factory called with no arguments that returns one), or an object."""
     if isinstance(spec, str):
         if spec in REFERENCE_ENCODERS:
             return REFERENCE_ENCODERS[spec]()
+        if spec.startswith("run:"):
+            return _load_run(spec[len("run:"):])
         if ":" not in spec:
             raise FactorbenchError(f"--encoder {spec!r}: give a reference encoder ({', '.join(REFERENCE_ENCODERS)}) "
                                    "or module:function, e.g. mypackage.models:encode")

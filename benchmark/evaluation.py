@@ -90,12 +90,14 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
     with load(path) as ds:
         rows = np.arange(len(ds))
         t0 = time.perf_counter()
+        training: dict[str, Any] = {}
         if codes is not None:
             mu, logvar = _check_user_codes(codes, len(ds), indices)
             description = "codes given by the user"
         else:
             encoder = load_encoder(encoder)
             description = describe_encoder(encoder)
+            training = dict(getattr(encoder, "provenance", None) or {})
             if hasattr(encoder, "fit"):
                 fit_split = "train" if "train" in ds.split_names else None
                 encoder.fit(ds.split(fit_split).images if fit_split else ds.images)
@@ -126,4 +128,5 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
         partial=only is not None, seeds=sorted({c.seed for c in calls}), timings=timings,
         date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         environment={"python": platform.python_version(), "machine": platform.machine()},
+        training=training,
     )

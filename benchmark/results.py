@@ -51,6 +51,8 @@ class EvaluationResult:
     date: str = ""
     environment: dict[str, str] = field(default_factory=dict)
     model: str = ""
+    #: for a trained run (``run:RUN_DIR``): its run hash, model config and config hash, training data and budget
+    training: dict[str, Any] = field(default_factory=dict)
 
     def scalars(self) -> dict[str, float]:
         """``{"label.field": value}`` of every headline scalar."""

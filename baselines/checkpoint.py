@@ -1,0 +1,111 @@
+"""Checkpoints as one safetensors file (no pickle): model weights, optimiser state, the noise generator's
+state and the step, written to a temporary file, synced and renamed over the previous checkpoint, so a
+kill at any moment leaves the last complete checkpoint intact."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load, save
+
+from factorbench.generators.errors import FactorbenchError
+
+__all__ = ["atomic_write_bytes", "load_checkpoint", "load_weights", "save_checkpoint", "save_weights"]
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a synced temporary file and a rename."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _cpu(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().to("cpu").contiguous()
+
+
+def save_weights(path: Path, model: torch.nn.Module, metadata: dict[str, str] | None = None) -> None:
+    """The model's state dict (parameters and buffers) as safetensors."""
+    atomic_write_bytes(path, save({k: _cpu(v) for k, v in model.state_dict().items()}, metadata=metadata))
+
+
+def load_weights(path: Path, model: torch.nn.Module) -> dict[str, str]:
+    """Load weights written by :func:`save_weights` into ``model``; returns the file's metadata."""
+    tensors, metadata = _read(path)
+    _load_model(model, tensors, "", path)
+    return metadata
+
+
+def _read(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    try:
+        data = path.read_bytes()
+        tensors = load(data)
+        header_len = int.from_bytes(data[:8], "little")  # the metadata lives in the JSON header
+        metadata = json.loads(data[8:8 + header_len]).get("__metadata__", {}) or {}
+    except (OSError, SafetensorError, ValueError, json.JSONDecodeError) as exc:
+        raise FactorbenchError(f"{path} is unreadable ({exc}); it is damaged: pass --force to start the run "
+                               "over") from None
+    return tensors, metadata
+
+
+def _load_model(model: torch.nn.Module, tensors: dict[str, torch.Tensor], prefix: str, path: Path) -> None:
+    state = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+    expected = model.state_dict()
+    if set(state) != set(expected) or any(state[k].shape != expected[k].shape for k in expected):
+        raise FactorbenchError(f"{path} does not hold weights of this model (different layers or shapes); "
+                               "it was written for another config")
+    model.load_state_dict(state)
+
+
+def save_checkpoint(path: Path, model: torch.nn.Module, optimizers: dict[str, torch.optim.Optimizer],
+                    generator: torch.Generator, step: int, extra: dict[str, Any]) -> None:
+    """Everything needed to continue training at ``step`` (the next step to run)."""
+    tensors = {f"model/{k}": _cpu(v) for k, v in model.state_dict().items()}
+    optim_meta: dict[str, Any] = {}
+    for group, opt in optimizers.items():
+        state = opt.state_dict()
+        optim_meta[group] = {"param_groups": state["param_groups"], "scalars": {}}
+        for index, slots in state["state"].items():
+            for key, value in slots.items():
+                if isinstance(value, torch.Tensor):
+                    tensors[f"optim/{group}/{index}/{key}"] = _cpu(value)
+                else:
+                    optim_meta[group]["scalars"][f"{index}/{key}"] = value
+    tensors["rng/noise"] = generator.get_state()
+    metadata = {"step": str(step), "optim": json.dumps(optim_meta), "extra": json.dumps(extra)}
+    atomic_write_bytes(path, save(tensors, metadata=metadata))
+
+
+def load_checkpoint(path: Path, model: torch.nn.Module, optimizers: dict[str, torch.optim.Optimizer],
+                    generator: torch.Generator) -> tuple[int, dict[str, Any]]:
+    """Restore a checkpoint in place; returns (next step, extra)."""
+    tensors, metadata = _read(path)
+    try:
+        step = int(metadata["step"])
+        optim_meta = json.loads(metadata["optim"])
+        extra = json.loads(metadata["extra"])
+    except (KeyError, ValueError) as exc:
+        raise FactorbenchError(f"{path} is not a factorbench checkpoint ({exc}); pass --force to start over") from None
+    _load_model(model, tensors, "model/", path)
+    for group, opt in optimizers.items():
+        if group not in optim_meta:
+            raise FactorbenchError(f"{path} has no optimiser state for {group!r}; pass --force to start over")
+        state: dict[int, dict[str, Any]] = {}
+        for key, value in tensors.items():
+            if key.startswith(f"optim/{group}/"):
+                index, slot = key[len(f"optim/{group}/"):].split("/", 1)
+                state.setdefault(int(index), {})[slot] = value
+        for key, value in optim_meta[group]["scalars"].items():
+            index, slot = key.split("/", 1)
+            state.setdefault(int(index), {})[slot] = value
+        opt.load_state_dict({"state": state, "param_groups": optim_meta[group]["param_groups"]})
+    generator.set_state(tensors["rng/noise"])
+    return step, extra

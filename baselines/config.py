@@ -1,0 +1,181 @@
+"""Model configs: every setting of a training run as a frozen, JSON-round-tripping, hashed dataclass.
+
+A config holds the model name and version, the architecture, the latent size, every loss
+hyperparameter written out in full, the optimiser, the batch size, the number of steps and the seed.
+Its hash (sha256 of the canonical JSON, name and version included) identifies the trained model, as a
+protocol's hash identifies an evaluation. A change to a model's code that changes what it learns bumps
+the ``version`` of its config class (never an edit in place that keeps the hash).
+
+Config classes register themselves by name when they are defined (:data:`MODELS`); the model family
+that implements a config (network builder, loss, optimiser groups) registers with
+:func:`register_family`. This module needs no PyTorch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.params import parse_params
+from factorbench.generators.spec import canonical_json, sha256_text
+
+__all__ = ["ARCHITECTURES", "MODELS", "RECONSTRUCTIONS", "Family", "ModelConfig", "config_from_dict",
+           "get_family", "make_config", "register_family"]
+
+#: encoder/decoder pairs (see :mod:`factorbench.baselines.nets`)
+ARCHITECTURES = ("dlib", "burgess", "mlp")
+#: reconstruction likelihoods (see :mod:`factorbench.baselines.terms`)
+RECONSTRUCTIONS = ("bernoulli", "gaussian")
+
+#: model name -> config class, filled when a config class with a ``name`` is defined
+MODELS: dict[str, type["ModelConfig"]] = {}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Settings every model shares. Subclasses add their loss hyperparameters and set ``name``.
+
+    Defaults follow disentanglement_lib (Locatello et al. 2019): Adam lr 1e-4, betas (0.9, 0.999),
+    eps 1e-8, batch 64, Bernoulli reconstruction summed over pixels and averaged over the batch.
+    """
+
+    name: ClassVar[str] = ""
+    version: ClassVar[int] = 1
+
+    architecture: str = "burgess"
+    latent_dim: int = 10
+    #: convolution widths of the four encoder layers (the decoder mirrors them); mlp: unused
+    channels: tuple[int, ...] = (32, 32, 64, 64)
+    #: width of the dense layer(s) between the convolutions and the latent heads
+    hidden: int = 256
+    reconstruction: str = "bernoulli"
+    #: standard deviation of the Gaussian likelihood (``reconstruction="gaussian"`` only)
+    recon_sigma: float = 0.7071067811865476
+    lr: float = 1e-4
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-8
+    batch_size: int = 64
+    steps: int = 300_000
+    seed: int = 0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("name"):
+            if cls.name in MODELS:
+                raise RuntimeError(f"model {cls.name!r} registered twice")
+            MODELS[cls.name] = cls
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            kind = hints[f.name]
+            if typing.get_origin(kind) is tuple:
+                if isinstance(value, list):
+                    value = tuple(value)
+                    object.__setattr__(self, f.name, value)
+                if not isinstance(value, tuple) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+                    raise FactorbenchError(f"{self.name}: {f.name} must be a tuple of integers, got {value!r}")
+            elif kind is float and isinstance(value, int) and not isinstance(value, bool):
+                object.__setattr__(self, f.name, float(value))
+            elif not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise FactorbenchError(f"{self.name}: {f.name} must be {kind.__name__}, got {value!r}")
+        self._check()
+
+    def _check(self) -> None:
+        """Range checks; subclasses extend them (call ``super()._check()``)."""
+        if self.architecture not in ARCHITECTURES:
+            raise FactorbenchError(f"{self.name}: unknown architecture {self.architecture!r}; choose one of "
+                                   f"{', '.join(ARCHITECTURES)}")
+        if self.reconstruction not in RECONSTRUCTIONS:
+            raise FactorbenchError(f"{self.name}: unknown reconstruction {self.reconstruction!r}; choose one of "
+                                   f"{', '.join(RECONSTRUCTIONS)}")
+        positive = {"latent_dim": self.latent_dim, "hidden": self.hidden, "batch_size": self.batch_size,
+                    "steps": self.steps, "lr": self.lr, "recon_sigma": self.recon_sigma, "adam_eps": self.adam_eps}
+        for key, value in positive.items():
+            if not value > 0:
+                raise FactorbenchError(f"{self.name}: {key} must be positive, got {value}")
+        if len(self.channels) != 4 or min(self.channels) < 1:
+            raise FactorbenchError(f"{self.name}: channels must be four positive widths, got {self.channels}")
+        for key in ("adam_beta1", "adam_beta2"):
+            if not 0.0 <= getattr(self, key) < 1.0:
+                raise FactorbenchError(f"{self.name}: {key} must be in [0, 1), got {getattr(self, key)}")
+        if self.seed < 0:
+            raise FactorbenchError(f"{self.name}: seed must be >= 0, got {self.seed}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"model", "version", "params"}``: the canonical form (tuples as lists)."""
+        params = {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
+                  for f in dataclasses.fields(self)}
+        return {"model": self.name, "version": self.version, "params": params}
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True) if indent else canonical_json(self.to_dict())
+
+    def hash(self) -> str:
+        """sha256 of the canonical JSON: model name, version and every setting."""
+        return sha256_text(canonical_json(self.to_dict()))
+
+    def replace(self, **changes: Any) -> "ModelConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def make_config(model: str, overrides: Mapping[str, Any] | None = None) -> ModelConfig:
+    """The config of ``model`` with its defaults, overridden by ``overrides`` (typed values or the
+    strings of ``--param key=value``, e.g. ``{"beta": "4", "channels": "32,32,64,64"}``)."""
+    if model not in MODELS:
+        raise FactorbenchError(f"unknown model {model!r}; choose one of {', '.join(sorted(MODELS))}")
+    return parse_params(MODELS[model], overrides)
+
+
+def config_from_dict(data: Mapping[str, Any]) -> ModelConfig:
+    """Inverse of :meth:`ModelConfig.to_dict`; refuses a version other than the current one."""
+    try:
+        model, version, params = data["model"], data["version"], data["params"]
+    except (KeyError, TypeError):
+        raise FactorbenchError("a model config needs 'model', 'version' and 'params'") from None
+    if model not in MODELS:
+        raise FactorbenchError(f"unknown model {model!r}; choose one of {', '.join(sorted(MODELS))}")
+    cls = MODELS[model]
+    if version != cls.version:
+        raise FactorbenchError(f"{model} config version {version} was written by another version of factorbench "
+                               f"(this one has version {cls.version}); retrain it")
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise FactorbenchError(f"{model} config has unknown settings {unknown}")
+    return cls(**params)
+
+
+@dataclass(frozen=True)
+class Family:
+    """How a config is trained: ``build(config, image_shape) -> nn.Module``; ``loss(outputs, x, config,
+    step, dataset_size) -> Loss`` (a pure function); ``groups(model, config) -> {group: (params,
+    optimiser)}``, one optimiser per loss group, stepped in that order."""
+
+    build: Callable[..., Any]
+    loss: Callable[..., Any]
+    groups: Callable[..., Any]
+
+
+_FAMILIES: dict[str, Family] = {}
+
+
+def register_family(config_cls: type[ModelConfig], family: Family) -> None:
+    """Attach the training code of a model family to its config class."""
+    if not config_cls.name or MODELS.get(config_cls.name) is not config_cls:
+        raise RuntimeError(f"{config_cls.__name__} is not a registered model config")
+    _FAMILIES[config_cls.name] = family
+
+
+def get_family(config: ModelConfig) -> Family:
+    try:
+        return _FAMILIES[config.name]
+    except KeyError:
+        raise FactorbenchError(f"model {config.name!r} has no training code registered") from None

@@ -1,0 +1,105 @@
+"""A picture of a trained model: inputs and their reconstructions, then one row per latent dimension
+decoding the posterior mean of one input with that dimension swept over [-2.5, 2.5] (the prior's bulk).
+Written at the end of training as ``samples.png``; ``factorbench show-run RUN_DIR`` redraws it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from factorbench.generators.errors import FactorbenchError
+
+__all__ = ["show_run", "write_samples"]
+
+N_INPUTS = 8
+TRAVERSAL = np.linspace(-2.5, 2.5, 8)
+
+
+def _decode(model: Any, z: Any) -> np.ndarray:
+    import torch
+
+    with torch.no_grad():
+        return torch.sigmoid(model.decode(z).float()).permute(0, 2, 3, 1).cpu().numpy()
+
+
+def write_samples(model: Any, data: Any, out: Path, *, device: Any = "cpu") -> Path:
+    """Draw reconstructions and traversals of ``model`` on the first images of a seeded batch of ``data``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import torch
+
+    images = data.batch(0, N_INPUTS, 12345)
+    x = torch.from_numpy(images).to(device).permute(0, 3, 1, 2).float().div(255.0)
+    with torch.no_grad():
+        mu, _ = model.encode(x)
+    mu = mu.float()
+    recon = _decode(model, mu)
+    latent = mu.shape[1]
+    z = mu[:1].repeat(latent * len(TRAVERSAL), 1)
+    values = torch.tensor(TRAVERSAL, dtype=z.dtype, device=z.device)
+    for d in range(latent):
+        z[d * len(TRAVERSAL):(d + 1) * len(TRAVERSAL), d] = values
+    traversals = _decode(model, z)
+
+    rows = [("input", images / 255.0), ("reconstruction", recon)]
+    rows += [(f"z{d} (mean {float(mu[0, d]):+.2f})", traversals[d * len(TRAVERSAL):(d + 1) * len(TRAVERSAL)])
+             for d in range(latent)]
+    cols = max(N_INPUTS, len(TRAVERSAL))
+    fig, axes = plt.subplots(len(rows), cols, figsize=(1.1 * cols + 1.6, 1.1 * len(rows) + 0.6), squeeze=False)
+    for r, (label, imgs) in enumerate(rows):
+        for c in range(cols):
+            ax = axes[r, c]
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if c < len(imgs):
+                ax.imshow(np.clip(imgs[c].squeeze(), 0, 1), cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+            else:
+                ax.axis("off")
+            if r == 2:
+                ax.set_title(f"{TRAVERSAL[c]:+.1f}", fontsize=7)
+        axes[r, 0].set_ylabel(label, fontsize=7, rotation=0, ha="right", va="center")
+    fig.suptitle("top: inputs and reconstructions (posterior mean); below: each latent swept over [-2.5, 2.5] "
+                 "from the first input's mean", fontsize=8)
+    fig.tight_layout()
+    tmp = out.with_name(out.stem + ".partial.png")
+    try:
+        fig.savefig(tmp, dpi=80)
+        os.replace(tmp, out)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
+    return out
+
+
+def show_run(run_dir: str | os.PathLike, out: str | os.PathLike | None = None, *, force: bool = False) -> Path:
+    """Redraw a finished run's picture (default ``RUN_DIR/samples.png``, which is always redrawn)."""
+    from .data import TrainingData, resolve_dataset
+    from .runs import SAMPLES, load_run, read_run
+
+    run_dir = Path(run_dir)
+    target = Path(out) if out is not None else run_dir / SAMPLES
+    if out is not None:
+        if target.is_dir():
+            raise FactorbenchError(f"--out {target} is a directory; give a PNG file name")
+        if target.exists() and not force:
+            raise FactorbenchError(f"{target} exists; pass --force to overwrite it")
+        if not target.parent.is_dir():
+            raise FactorbenchError(f"cannot write {target}: directory {target.parent} does not exist")
+    encoder = load_run(run_dir)
+    record = read_run(run_dir)
+    info = record["data"]
+    local = Path(record.get("dataset_path", ""))
+    data = TrainingData(local if local.is_file() else resolve_dataset(info["generator"], progress=False),
+                        info["split"])
+    try:
+        if data.identity["images_sha256"] != info["images_sha256"]:
+            raise FactorbenchError(f"{data.path} is not the data {run_dir} was trained on (image hashes "
+                                   "differ); regenerate that dataset first")
+        return write_samples(encoder.model, data, target)
+    finally:
+        data.close()

@@ -1,0 +1,113 @@
+"""Pure loss terms (tensors in, tensors out; no state). Computed in float32 whatever the autocast.
+
+Reduction convention (as disentanglement_lib): a per-image term is **summed over pixels and channels
+(reconstruction) or latent dimensions (KL), then averaged over the batch**. beta, gamma and lambda
+values are therefore comparable with disentanglement_lib's and the original papers', not with suites
+that average over pixels (disent's default ``mean`` reduction scales the reconstruction by 1/(64*64*C),
+so its beta values are about 1/12,288 of these on RGB images).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["Loss", "bernoulli_nll", "capacity", "covariance", "dip_penalty", "gaussian_kl", "gaussian_log_density",
+           "gaussian_nll", "permute_dims", "reparameterise", "total_correlation"]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    """float32, or float64 if already so (autocast outputs are bfloat16 or float16)."""
+    return t if t.dtype == torch.float64 else t.float()
+
+
+@dataclass
+class Loss:
+    """One scalar per optimiser group (``"model"``, and e.g. ``"discriminator"``), plus scalars to log."""
+
+    groups: dict[str, torch.Tensor]
+    logs: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def bernoulli_nll(logits: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """-log p(x | z) for a Bernoulli decoder: sigmoid cross-entropy on logits, summed per image, mean over
+    the batch (disentanglement_lib ``bernoulli_loss``; x in [0, 1])."""
+    per_pixel = F.binary_cross_entropy_with_logits(_wide(logits), _wide(x), reduction="none")
+    return per_pixel.flatten(1).sum(1).mean()
+
+
+def gaussian_nll(logits: torch.Tensor, x: torch.Tensor, sigma: float) -> torch.Tensor:
+    """-log p(x | z) up to its constant for a Gaussian decoder with mean sigmoid(logits) and fixed std
+    ``sigma``: sum of (x - mean)^2 / (2 sigma^2) per image, mean over the batch (sigma = 1/sqrt 2 gives
+    disentanglement_lib's ``l2_loss``)."""
+    diff = torch.sigmoid(_wide(logits)) - _wide(x)
+    return (diff.square().flatten(1).sum(1) / (2.0 * sigma * sigma)).mean()
+
+
+def gaussian_kl(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
+    """KL(N(mu, exp(logvar)) || N(0, 1)) per sample and dimension, (B, D) (Kingma & Welling 2014, app. B):
+    0.5 (mu^2 + exp(logvar) - logvar - 1)."""
+    mu, logvar = _wide(mu), _wide(logvar)
+    return 0.5 * (mu.square() + logvar.exp() - logvar - 1.0)
+
+
+def reparameterise(mu: torch.Tensor, logvar: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """z = mu + exp(logvar / 2) * eps, eps ~ N(0, 1) drawn from ``generator`` (float32)."""
+    mu, logvar = _wide(mu), _wide(logvar)
+    eps = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
+    return mu + torch.exp(0.5 * logvar) * eps
+
+
+def gaussian_log_density(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
+    """log N(z; mu, exp(logvar)), elementwise (broadcasting)."""
+    return -0.5 * (_LOG_2PI + logvar + (z - mu).square() * torch.exp(-logvar))
+
+
+def total_correlation(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor, dataset_size: int) -> torch.Tensor:
+    """Minibatch-weighted sampling estimate of TC(z) = KL(q(z) || prod_j q(z_j)) (Chen et al. 2018, sec. 3.1
+    and app. C.1): with a batch of M samples from a dataset of N,
+
+        log q(z_i)   ~ logsumexp_k log q(z_i | x_k) - log(N M)
+        log q(z_ij)  ~ logsumexp_k log q(z_ij | x_k) - log(N M)
+
+    averaged over the batch. Log-sum-exp throughout (no products of densities)."""
+    z, mu, logvar = _wide(z), _wide(mu), _wide(logvar)
+    batch = z.shape[0]
+    log_norm = math.log(dataset_size * batch)
+    pairwise = gaussian_log_density(z[:, None, :], mu[None, :, :], logvar[None, :, :])  # (M, M, D): i, k, j
+    log_qz = torch.logsumexp(pairwise.sum(2), dim=1) - log_norm
+    log_prod_qzj = (torch.logsumexp(pairwise, dim=1) - log_norm).sum(1)
+    return (log_qz - log_prod_qzj).mean()
+
+
+def permute_dims(z: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """Each column of z permuted independently across the batch: samples of prod_j q(z_j) (Kim & Mnih 2018,
+    Algorithm 1)."""
+    keys = torch.rand(z.shape, generator=generator, device=z.device)
+    return torch.gather(z, 0, torch.argsort(keys, dim=0))
+
+
+def covariance(x: torch.Tensor) -> torch.Tensor:
+    """Biased (1/n) covariance of the rows of x, (D, D): E[x x^T] - E[x] E[x]^T."""
+    x = _wide(x)
+    centred = x - x.mean(0, keepdim=True)
+    return centred.T @ centred / x.shape[0]
+
+
+def dip_penalty(cov: torch.Tensor, lambda_od: float, lambda_d: float) -> torch.Tensor:
+    """DIP-VAE's moment penalty (Kumar et al. 2018, eq. 6): lambda_od sum_{i != j} cov_ij^2 +
+    lambda_d sum_i (cov_ii - 1)^2."""
+    diag = torch.diagonal(cov)
+    off = cov - torch.diag_embed(diag)
+    return lambda_od * off.square().sum() + lambda_d * (diag - 1.0).square().sum()
+
+
+def capacity(step: int, c_max: float, c_steps: int) -> float:
+    """Burgess et al. 2018's KL capacity at ``step``: linear from 0 to ``c_max`` over ``c_steps`` steps,
+    then constant (disentanglement_lib ``AnnealedVAE``)."""
+    return min(c_max, c_max * step / c_steps)

@@ -1,0 +1,350 @@
+"""The training loop every model shares: batches from (seed, step), optimiser groups, precision, NaN guard,
+CSV log, periodic atomic checkpoints, resume, and Ctrl-C / SIGTERM handled at a step boundary.
+
+Per step: the model maps a batch to outputs, the family's pure loss function returns one scalar per
+optimiser group, each group's scalar is back-propagated into that group's parameters only
+(``backward(inputs=...)``), then every optimiser steps. Precision: on CUDA, autocast to bfloat16 where
+the GPU supports it, else float16 with a gradient scaler; on a CPU with bfloat16 matrix units (AMX or
+AVX-512 BF16), bfloat16 autocast; else float32. Convolutional models run channels-last.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import json
+import math
+import platform
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.fileformat import package_version
+
+from . import models  # noqa: F401  (registers every model family)
+from .checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint, save_weights
+from .config import ModelConfig, get_family
+from .data import DEFAULT_MEMORY_LIMIT, TrainingData, resolve_dataset
+from .nets import check_image_shape
+from .runs import CHECKPOINT, DONE, LOG, RUN_FILES, RUN_JSON, SAMPLES, SNAPSHOTS, WEIGHTS, RunSpec, read_run, snapshot_path
+
+__all__ = ["PRECISIONS", "TrainOptions", "TrainResult", "TrainingInterrupted", "choose_device", "choose_precision",
+           "train"]
+
+#: precision name -> autocast dtype (None: float32, no autocast)
+PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class TrainingInterrupted(FactorbenchError):
+    """Training stopped by Ctrl-C or SIGTERM after writing a checkpoint."""
+
+    exit_status = 130
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """How to train (not what: that is the config). None of these changes the run's hash."""
+
+    device: str = "auto"
+    precision: str = "auto"
+    #: CPU threads of PyTorch (None: its default, one per core). On a shared machine use fewer threads than
+    #: free cores: OpenMP threads that wait for a busy core spin, and a 2-thread step can run 10x slower.
+    threads: int | None = None
+    channels_last: bool = True
+    checkpoint_every_s: float = 180.0
+    log_every: int = 50
+    memory_limit: int = DEFAULT_MEMORY_LIMIT
+    progress: bool = True
+    samples: bool = True
+    #: stop (with a checkpoint) once this step is reached, as if interrupted; None: train to the end
+    stop_after: int | None = None
+    #: also keep the weights every this many steps (``snapshots/step-NNNNNNN.safetensors``: learning curves)
+    snapshot_every: int | None = None
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    run_dir: Path
+    run_hash: str
+    #: "finished", "already complete" or "stopped"
+    status: str
+    step: int
+    wall_time_s: float
+    steps_per_s: float
+
+
+def _cpu_has_bf16() -> bool:
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return " amx_bf16" in flags or " avx512_bf16" in flags
+
+
+def choose_device(requested: str) -> torch.device:
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise FactorbenchError("--device cuda: no CUDA device is available to PyTorch here; use --device cpu or auto")
+    if requested not in ("cpu", "cuda"):
+        raise FactorbenchError(f"--device {requested!r}: choose auto, cpu or cuda")
+    return torch.device(requested)
+
+
+def choose_precision(requested: str, device: torch.device) -> str:
+    if requested != "auto":
+        if requested not in PRECISIONS:
+            raise FactorbenchError(f"--precision {requested!r}: choose auto, {', '.join(PRECISIONS)}")
+        if requested == "fp16" and device.type != "cuda":
+            raise FactorbenchError("--precision fp16 needs a CUDA device; use bf16 or fp32 on the CPU")
+        return requested
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return "bf16" if _cpu_has_bf16() else "fp32"
+
+
+@contextmanager
+def _stop_signals() -> Iterator[threading.Event]:
+    """An event set by the first Ctrl-C or SIGTERM (a second Ctrl-C interrupts at once)."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _prepare_run_dir(run_dir: Path, spec: RunSpec, *, resume: bool, force: bool) -> str:
+    """Check the run directory before any work; returns "new", "resume" or "complete"."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise FactorbenchError(f"--out {run_dir} is a file; give a directory for the run")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        probe = run_dir / ".write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise FactorbenchError(f"cannot write into {run_dir} ({exc.strerror or exc}); choose a writable --out") from None
+    present = {p.name for p in run_dir.iterdir()} - {f + ".tmp" for f in RUN_FILES} - {SNAPSHOTS}
+    if RUN_JSON not in present:
+        if present - set(RUN_FILES):
+            raise FactorbenchError(f"{run_dir} is not empty and holds no training run; give a new or empty "
+                                   "directory as --out")
+        return "new"
+    info = read_run(run_dir)
+    same = info.get("run_hash") == spec.hash()
+    if force:
+        for name in RUN_FILES:
+            (run_dir / name).unlink(missing_ok=True)
+        for snap in (run_dir / SNAPSHOTS).glob("step-*.safetensors"):
+            snap.unlink()
+        return "new"
+    if not same:
+        raise FactorbenchError(f"{run_dir} holds another run ({info.get('config', {}).get('model')}, run hash "
+                               f"{str(info.get('run_hash'))[:12]}; this one is {spec.hash()[:12]}); choose another "
+                               "--out, or pass --force to replace it")
+    if info["done"] is not None:
+        return "complete"
+    if not resume:
+        raise FactorbenchError(f"{run_dir} holds this run, unfinished; pass --resume to continue it or --force to "
+                               "start over")
+    return "resume"
+
+
+class _CsvLog:
+    def __init__(self, path: Path, keep_until: int | None) -> None:
+        self.path = path
+        self.header: list[str] | None = None
+        rows: list[dict[str, str]] = []
+        if keep_until is not None and path.is_file():
+            with open(path, newline="") as fh:
+                reader = csv.DictReader(fh)
+                self.header = list(reader.fieldnames or []) or None
+                rows = [r for r in reader if int(r["step"]) <= keep_until]
+        buf = io.StringIO()
+        if self.header:
+            writer = csv.DictWriter(buf, self.header)
+            writer.writeheader()
+            writer.writerows(rows)
+        atomic_write_bytes(path, buf.getvalue().encode())
+
+    def write(self, row: dict[str, float]) -> None:
+        new = self.header is None
+        if new:
+            self.header = ["step", "wall_time_s", "steps_per_s"] + sorted(k for k in row if k not in
+                                                                          ("step", "wall_time_s", "steps_per_s"))
+        with open(self.path, "a", newline="") as fh:
+            writer = csv.DictWriter(fh, self.header, extrasaction="ignore")
+            if new:
+                writer.writeheader()
+            writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
+
+
+def train(config: ModelConfig, dataset: str | Path, run_dir: str | Path, *, split: str = "train",
+          resume: bool = False, force: bool = False, options: TrainOptions = TrainOptions(),
+          source: str | None = None) -> TrainResult:
+    """Train ``config`` on ``split`` of ``dataset`` (a file, or a dataset name: the protocol cache's copy)
+    into ``run_dir``. A complete run with the same hash is not retrained; an unfinished one continues with
+    ``resume``; ``force`` starts over."""
+    run_dir = Path(run_dir)
+    if options.threads is not None:
+        if options.threads < 1:
+            raise FactorbenchError(f"--threads must be >= 1, got {options.threads}")
+        torch.set_num_threads(options.threads)
+    device = choose_device(options.device)
+    precision = choose_precision(options.precision, device)
+    if options.log_every < 1 or options.checkpoint_every_s <= 0:
+        raise FactorbenchError("log_every and checkpoint_every_s must be positive")
+    path = resolve_dataset(dataset, source=source, progress=options.progress)
+    data = TrainingData(path, split, memory_limit=options.memory_limit)
+    try:
+        check_image_shape(config, data.image_shape)
+        spec = RunSpec(config, data.identity)
+        state = _prepare_run_dir(run_dir, spec, resume=resume, force=force)
+        if state == "complete":
+            done = read_run(run_dir)["done"]
+            if options.progress:
+                print(f"{run_dir} is complete ({config.name}, {done['steps']} steps); not retrained")
+            return TrainResult(run_dir, spec.hash(), "already complete", done["steps"], done["wall_time_s"],
+                               done.get("steps_per_s", math.nan))
+        return _train(config, data, spec, run_dir, device, precision, state == "resume", options)
+    finally:
+        data.close()
+
+
+def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path, device: torch.device,
+           precision: str, resume: bool, options: TrainOptions) -> TrainResult:
+    from tqdm import tqdm
+
+    family = get_family(config)
+    run_hash = spec.hash()
+    if not resume or not (run_dir / RUN_JSON).is_file():
+        record = {"run_hash": run_hash, "config": config.to_dict(), "config_hash": config.hash(), "data": spec.data,
+                  "dataset_path": str(data.path.resolve()), "package_version": package_version(),
+                  "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+        atomic_write_bytes(run_dir / RUN_JSON, json.dumps(record, indent=1, sort_keys=True).encode())
+
+    torch.manual_seed(config.seed)
+    model = family.build(config, data.image_shape)
+    memory_format = torch.channels_last if options.channels_last and config.architecture != "mlp" else None
+    model = model.to(device, memory_format=memory_format) if memory_format else model.to(device)
+    model.train()
+    groups = family.groups(model, config)
+    optimizers = {name: opt for name, (_, opt) in groups.items()}
+    generator = torch.Generator(device=device)
+    generator.manual_seed(config.seed + 0x5EED)
+    dtype = PRECISIONS[precision]
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+
+    start, wall_before = 0, 0.0
+    ckpt = run_dir / CHECKPOINT
+    if resume and ckpt.is_file():
+        start, extra = load_checkpoint(ckpt, model, optimizers, generator)
+        wall_before = float(extra.get("wall_time_s", 0.0))
+        if extra.get("scaler"):
+            scaler.load_state_dict(extra["scaler"])
+    log = _CsvLog(run_dir / LOG, keep_until=start if resume else None)
+    stop_at = config.steps if options.stop_after is None else min(config.steps, options.stop_after)
+
+    def checkpoint(step: int, wall: float) -> None:
+        save_checkpoint(ckpt, model, optimizers, generator, step,
+                        {"wall_time_s": wall, "scaler": scaler.state_dict() if scaler.is_enabled() else None,
+                         "device": str(device), "precision": precision})
+
+    sums: dict[str, torch.Tensor] = {}
+    count, step = 0, start
+    t_start = time.perf_counter()
+    t_interval, step_interval = t_start, start
+    last_ckpt = t_start
+
+    def flush_log(step: int) -> dict[str, float]:
+        nonlocal sums, count, t_interval, step_interval
+        values = {k: float(v) / count for k, v in sums.items()}
+        bad = [k for k, v in values.items() if not math.isfinite(v)]
+        if bad:
+            raise FactorbenchError(f"{config.name}: {', '.join(bad)} became {values[bad[0]]} by step {step}; the last "
+                                   f"checkpoint in {run_dir} is intact. Lower lr or try --precision fp32")
+        now = time.perf_counter()
+        rate = (step - step_interval) / max(now - t_interval, 1e-9)
+        log.write({"step": step, "wall_time_s": wall_before + now - t_start, "steps_per_s": rate, **values})
+        sums, count, t_interval, step_interval = {}, 0, now, step
+        return {**values, "steps_per_s": rate}
+
+    bar = tqdm(total=config.steps, initial=start, desc=f"{config.name}", unit="step", disable=not options.progress,
+               dynamic_ncols=True)
+    with _stop_signals() as stop:
+        try:
+            for x_u8 in data.batches(start, stop_at, config.batch_size, config.seed):
+                x = torch.from_numpy(x_u8).to(device, non_blocking=True).permute(0, 3, 1, 2).float().div_(255.0)
+                if memory_format is None:
+                    x = x.contiguous()
+                with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+                    out = model(x, generator)
+                loss = family.loss(out, x, config, step, len(data))
+                for opt in optimizers.values():
+                    opt.zero_grad(set_to_none=True)
+                names = list(loss.groups)
+                for i, name in enumerate(names):
+                    scaler.scale(loss.groups[name]).backward(inputs=groups[name][0], retain_graph=i < len(names) - 1)
+                for opt in optimizers.values():
+                    scaler.step(opt)
+                scaler.update()
+                for k, v in loss.logs.items():
+                    sums[k] = sums[k] + v.detach() if k in sums else v.detach().float().clone()
+                count += 1
+                step += 1
+                bar.update(1)
+                if options.snapshot_every and step % options.snapshot_every == 0 and step < config.steps:
+                    (run_dir / SNAPSHOTS).mkdir(exist_ok=True)
+                    save_weights(snapshot_path(run_dir, step), model, {"run_hash": run_hash, "step": str(step)})
+                if step % options.log_every == 0 or step == stop_at:
+                    values = flush_log(step)
+                    bar.set_postfix(loss=f"{values.get('loss', math.nan):.4g}", refresh=False)
+                    if time.perf_counter() - last_ckpt >= options.checkpoint_every_s:
+                        checkpoint(step, wall_before + time.perf_counter() - t_start)
+                        last_ckpt = time.perf_counter()
+                if stop.is_set():
+                    if count:
+                        flush_log(step)
+                    checkpoint(step, wall_before + time.perf_counter() - t_start)
+                    raise TrainingInterrupted(f"interrupted at step {step} of {config.steps}; the checkpoint is in "
+                                              f"{run_dir}: continue with --resume")
+        finally:
+            bar.close()
+    wall = wall_before + time.perf_counter() - t_start
+    rate = (step - start) / max(time.perf_counter() - t_start, 1e-9)
+    checkpoint(step, wall)
+    if step < config.steps:
+        return TrainResult(run_dir, run_hash, "stopped", step, wall, rate)
+    save_weights(run_dir / WEIGHTS, model, {"run_hash": run_hash, "config": config.to_json()})
+    if options.samples:
+        from .show import write_samples
+
+        model.eval()
+        write_samples(model, data, run_dir / SAMPLES, device=device)
+    done = {"steps": step, "wall_time_s": wall, "steps_per_s": rate, "device": str(device),
+            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or
+            platform.machine(), "precision": precision, "threads": torch.get_num_threads(),
+            "torch_version": torch.__version__, "package_version": package_version(),
+            "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    atomic_write_bytes(run_dir / DONE, json.dumps(done, indent=1, sort_keys=True).encode())
+    return TrainResult(run_dir, run_hash, "finished", step, wall, rate)

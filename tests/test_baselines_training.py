@@ -1,0 +1,276 @@
+"""Training runs: learning, determinism, resume equality, run directories, bad input, the run: encoder."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("safetensors")
+
+from factorbench.baselines.checkpoint import load_weights  # noqa: E402
+from factorbench.baselines.config import make_config  # noqa: E402
+from factorbench.baselines.data import TrainingData  # noqa: E402
+from factorbench.baselines.runs import load_run, read_run  # noqa: E402
+from factorbench.baselines.trainer import TrainOptions, train  # noqa: E402
+from factorbench.benchmark.cli import main as cli  # noqa: E402
+from factorbench.generators import write_dataset  # noqa: E402
+from factorbench.generators.errors import FactorbenchError  # noqa: E402
+
+#: one thread: results do not depend on the machine's load (OpenMP threads waiting for a busy core spin)
+QUIET = TrainOptions(progress=False, samples=False, log_every=10, threads=1)
+#: a small network: the tests check the machinery, not the model
+TINY = {"latent_dim": 3, "channels": "8,8,8,8", "hidden": 32, "batch_size": 16}
+
+
+def _tiny(model: str = "vae", **params) -> object:
+    return make_config(model, {**TINY, **params})
+
+
+def _weights(run_dir: Path) -> dict[str, np.ndarray]:
+    from safetensors.numpy import load_file
+
+    return load_file(str(run_dir / "weights.safetensors"))
+
+
+def test_batches_come_from_seed_and_step(generated):
+    data = TrainingData(generated("square"), "train")
+    n = len(data)
+    # one epoch of positions is a permutation of the split; the same (seed, step) gives the same batch
+    steps = -(-n // 64)
+    seen = np.concatenate([data.batch_positions(s, 64, 3) for s in range(steps)])[:n]
+    assert np.array_equal(np.sort(seen), np.arange(n))
+    assert np.array_equal(data.batch(7, 64, 3), data.batch(7, 64, 3))
+    assert not np.array_equal(data.batch_positions(7, 64, 3), data.batch_positions(7, 64, 4))
+    # streamed from the file (no memory) gives the very same batches, read ahead by a thread
+    streamed = TrainingData(generated("square"), "train", memory_limit=0)
+    assert data.in_memory and not streamed.in_memory
+    for a, b in zip(data.batches(0, 5, 64, 3), streamed.batches(0, 5, 64, 3)):
+        assert np.array_equal(a, b)
+    data.close(), streamed.close()
+
+
+def test_short_training_learns(generated, tmp_path):
+    """A few hundred steps of the standard beta-VAE on square: the loss falls and the reconstruction beats
+    the untrained network's."""
+    config = make_config("beta-vae", {"latent_dim": 4, "steps": 300, "beta": 1.0})
+    result = train(config, generated("square"), tmp_path / "run", options=QUIET)
+    assert result.status == "finished" and result.step == 300
+    import csv
+
+    rows = list(csv.DictReader(open(tmp_path / "run" / "log.csv")))
+    first, last = float(rows[0]["recon"]), float(rows[-1]["recon"])
+    assert last < 0.5 * first
+
+    encoder = load_run(tmp_path / "run")
+    untrained = type(encoder.model)(config, (64, 64, 3)).eval()
+    data = TrainingData(generated("square"), "test")
+    x = torch.from_numpy(data.batch(0, 256, 0)).permute(0, 3, 1, 2).float() / 255
+    from factorbench.baselines.terms import bernoulli_nll
+
+    with torch.no_grad():
+        trained_nll = bernoulli_nll(encoder.model.decode(encoder.model.encode(x)[0]), x)
+        untrained_nll = bernoulli_nll(untrained.decode(untrained.encode(x)[0]), x)
+    assert trained_nll < 0.5 * untrained_nll
+    data.close()
+
+
+@pytest.mark.parametrize("model", ["vae", "factor-vae", "beta-tcvae", "dip-vae-ii", "annealed-vae"])
+def test_resume_is_bit_identical(generated, tmp_path, model):
+    config = _tiny(model, steps=40)
+    whole = train(config, generated("square"), tmp_path / "whole", options=QUIET)
+    first = train(config, generated("square"), tmp_path / "split", options=QUIET.__class__(
+        **{**QUIET.__dict__, "stop_after": 17}))
+    assert first.status == "stopped" and first.step == 17
+    assert not (tmp_path / "split" / "weights.safetensors").exists()
+    with pytest.raises(FactorbenchError, match="--resume"):
+        train(config, generated("square"), tmp_path / "split", options=QUIET)
+    second = train(config, generated("square"), tmp_path / "split", resume=True, options=QUIET)
+    assert whole.status == second.status == "finished"
+    a, b = _weights(tmp_path / "whole"), _weights(tmp_path / "split")
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    log_a = (tmp_path / "whole" / "log.csv").read_text().splitlines()
+    log_b = (tmp_path / "split" / "log.csv").read_text().splitlines()
+    cols = log_a[0].split(",")
+    keep = [i for i, c in enumerate(cols) if c not in ("wall_time_s", "steps_per_s")]
+    strip = lambda lines: [[line.split(",")[i] for i in keep] for line in lines]  # noqa: E731
+    # the interruption logged the partial interval 10-17, and the resumed run then 17-20
+    assert [r for r in strip(log_a[1:]) if r[0] != "20"] == [r for r in strip(log_b[1:]) if r[0] not in ("17", "20")]
+
+
+def test_training_is_deterministic(generated, tmp_path):
+    config = _tiny("beta-vae", steps=25, seed=4)
+    for name in ("a", "b"):
+        train(config, generated("square"), tmp_path / name, options=QUIET)
+    a, b = _weights(tmp_path / "a"), _weights(tmp_path / "b")
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    train(config.replace(seed=5), generated("square"), tmp_path / "c", options=QUIET)
+    c = _weights(tmp_path / "c")
+    assert not all(np.array_equal(a[k], c[k]) for k in a)
+
+
+def test_run_directory_rules(generated, tmp_path):
+    config = _tiny(steps=12)
+    run = tmp_path / "run"
+    train(config, generated("square"), run, options=QUIET)
+    before = {p.name: p.stat().st_mtime_ns for p in run.iterdir()}
+    again = train(config, generated("square"), run, options=QUIET)
+    assert again.status == "already complete"
+    assert {p.name: p.stat().st_mtime_ns for p in run.iterdir()} == before  # not retrained, nothing rewritten
+    with pytest.raises(FactorbenchError, match="holds another run"):
+        train(config.replace(steps=13), generated("square"), run, options=QUIET)
+    assert {p.name: p.stat().st_mtime_ns for p in run.iterdir()} == before  # the earlier run is intact
+    replaced = train(config.replace(steps=13), generated("square"), run, force=True, options=QUIET)
+    assert replaced.status == "finished" and read_run(run)["config"]["params"]["steps"] == 13
+
+    foreign = tmp_path / "notes"
+    foreign.mkdir()
+    (foreign / "mine.txt").write_text("keep me")
+    with pytest.raises(FactorbenchError, match="not empty"):
+        train(config, generated("square"), foreign, options=QUIET)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(FactorbenchError, match="cannot write|is a file"):
+        train(config, generated("square"), blocker / "run", options=QUIET)
+    with pytest.raises(FactorbenchError, match="is a file"):
+        train(config, generated("square"), blocker, options=QUIET)
+
+
+def test_corrupted_checkpoint_is_reported_and_kept(generated, tmp_path):
+    config = _tiny(steps=20)
+    run = tmp_path / "run"
+    train(config, generated("square"), run, options=QUIET.__class__(**{**QUIET.__dict__, "stop_after": 10}))
+    ckpt = run / "checkpoint.safetensors"
+    data = bytearray(ckpt.read_bytes())
+    data[len(data) // 2:] = b"\0" * (len(data) - len(data) // 2)
+    ckpt.write_bytes(bytes(data[: len(data) - 100]))
+    damaged = ckpt.read_bytes()
+    with pytest.raises(FactorbenchError, match="damaged|unreadable"):
+        train(config, generated("square"), run, resume=True, options=QUIET)
+    assert ckpt.read_bytes() == damaged
+
+
+def test_images_must_be_64x64(tmp_path):
+    from conftest import ToyIID
+
+    path = write_dataset(ToyIID(), tmp_path / "toy.h5", n=50, progress=False)
+    with pytest.raises(FactorbenchError, match="64 x 64"):
+        train(_tiny(steps=5), path, tmp_path / "run", split="all", options=QUIET)
+    assert not (tmp_path / "run").exists()
+
+
+def test_unknown_split_is_refused(generated, tmp_path):
+    with pytest.raises(FactorbenchError, match="no split 'nope'"):
+        train(_tiny(steps=5), generated("square"), tmp_path / "run", split="nope", options=QUIET)
+
+
+def test_snapshots_are_the_weights_of_a_shorter_run(generated, tmp_path):
+    """Batches depend on (seed, step) only, so a run's snapshot at step k equals a run of k steps."""
+    long = _tiny(steps=30)
+    train(long, generated("square"), tmp_path / "long", options=QUIET.__class__(**{**QUIET.__dict__,
+                                                                                  "snapshot_every": 10}))
+    train(long.replace(steps=20), generated("square"), tmp_path / "short", options=QUIET)
+    snap = load_run(f"{tmp_path / 'long'}@20").model.state_dict()
+    short = load_run(tmp_path / "short").model.state_dict()
+    assert all(torch.equal(snap[k], short[k]) for k in snap)
+    with pytest.raises(FactorbenchError, match="no weights at step 15"):
+        load_run(tmp_path / "long", step=15)
+
+
+def test_run_encoder_codes_and_provenance(generated, tmp_path, monkeypatch):
+    from factorbench.benchmark.evaluation import evaluate
+
+    config = _tiny(steps=10)
+    run = tmp_path / "run"
+    train(config, generated("square"), run, split="all", options=QUIET)
+    encoder = load_run(run)
+    data = TrainingData(generated("square"), "all")
+    images = data.batch(0, 8, 0)
+    mu, logvar = encoder(images)
+    model = type(encoder.model)(config, (64, 64, 3))
+    load_weights(run / "weights.safetensors", model)
+    model.eval()
+    with torch.no_grad():
+        expected = model.encode(torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255)
+    assert np.allclose(mu, expected[0].numpy()) and np.allclose(logvar, expected[1].numpy())
+    data.close()
+
+    monkeypatch.setattr("factorbench.benchmark.evaluation.prepare_dataset", lambda *a, **k: generated("square"))
+    result = evaluate("square-lsbd-v1", f"run:{run}", progress=False, only=("d_lsbd",))
+    assert result.posterior and result.code_dim == 3
+    assert result.training["config_hash"] == config.hash()
+    assert result.training["run_hash"] == read_run(run)["run_hash"]
+    assert result.training["budget"]["steps"] == 10
+    assert json.loads(result.to_json())["training"]["config"]["params"]["latent_dim"] == 3
+
+
+def test_unfinished_run_is_not_an_encoder(generated, tmp_path):
+    train(_tiny(steps=20), generated("square"), tmp_path / "run",
+          options=QUIET.__class__(**{**QUIET.__dict__, "stop_after": 5}))
+    with pytest.raises(FactorbenchError, match="not finished"):
+        load_run(tmp_path / "run")
+    with pytest.raises(FactorbenchError, match="not a training run"):
+        load_run(tmp_path)
+
+
+def test_cli_train_errors_exit_2(capsys, tmp_path, generated):
+    path = str(generated("square"))
+    cases = [
+        (["train", "no-such", "--dataset", path, "--out", str(tmp_path / "r")], "unknown model"),
+        (["train", "vae", "--dataset", path, "--out", str(tmp_path / "r"), "--param", "beta=4"], "unknown parameter"),
+        (["train", "beta-vae", "--dataset", path, "--out", str(tmp_path / "r"), "--param", "beta=x"], "expects float"),
+        (["train", "vae", "--dataset", path, "--out", str(tmp_path / "r"), "--steps", "0"], "steps must be positive"),
+        (["train", "vae", "--dataset", "nowhere.h5", "--out", str(tmp_path / "r")], "neither a file nor a dataset"),
+        (["train", "vae", "--dataset", path, "--out", str(tmp_path / "r"), "--device", "tpu"], "--device"),
+    ]
+    for argv, message in cases:
+        assert cli(argv) == 2, argv
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def _checkpoint_step(run: Path) -> int:
+    from safetensors import safe_open
+
+    with safe_open(str(run / "checkpoint.safetensors"), "pt") as fh:
+        return int(fh.metadata()["step"])
+
+
+def _train_until_logged_then_interrupt(args: list[str], log: Path, rows: int) -> subprocess.CompletedProcess:
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 90
+    while time.time() < deadline and (not log.is_file() or len(log.read_text().splitlines()) < rows + 1):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+def test_cli_ctrl_c_checkpoints_and_resumes(generated, tmp_path):
+    """SIGINT stops at a step boundary with a checkpoint (exit 130, no traceback); --resume continues from it."""
+    run = tmp_path / "run"
+    args = [sys.executable, "-m", "factorbench.benchmark.cli", "train", "vae", "--dataset", str(generated("square")),
+            "--out", str(run), "--steps", "100000", "--quiet", "--threads", "1"] + \
+        [f"--param={k}={v}" for k, v in TINY.items()]
+    first = _train_until_logged_then_interrupt(args, run / "log.csv", 1)
+    assert first.returncode == 130, first.stderr
+    assert "continue with --resume" in first.stderr and "Traceback" not in first.stderr
+    step = _checkpoint_step(run)
+    assert step >= 50 and not (run / "DONE").exists()
+    refused = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "pass --resume" in refused.stderr
+    assert _checkpoint_step(run) == step
+    logged = len((run / "log.csv").read_text().splitlines()) - 1
+    second = _train_until_logged_then_interrupt(args + ["--resume"], run / "log.csv", logged + 1)
+    assert second.returncode == 130, second.stderr
+    assert _checkpoint_step(run) > step
+    steps_logged = [int(line.split(",")[0]) for line in (run / "log.csv").read_text().splitlines()[1:]]
+    assert steps_logged == sorted(steps_logged) and len(set(steps_logged)) == len(steps_logged)
