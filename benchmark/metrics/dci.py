@@ -81,6 +81,10 @@ DEFAULT_TREES = 10
 #: Coordinate-descent tolerance of the lasso (relative to ||y||^2; sklearn's 1e-4 stops the path
 #: early at small alphas).
 _LASSO_TOL = 1e-8
+#: Negative importances down to this fraction of the matrix's total magnitude are rounding and count
+#: as 0: scikit-learn >= 1.9 sums impurity decreases in an order that can leave -1e-17 where a feature
+#: was never used (or only in splits that improved nothing).
+_ROUNDING = 1e-12
 
 
 # --------------------------------------------------------------------------- disentanglement, completeness
@@ -159,8 +163,7 @@ def dci_from_importance(importance: Any, completeness: str = "mean"
     r = r.astype(np.float64)
     if not np.isfinite(r).all():
         raise MetricInputError("importance holds NaN or inf; give finite importances")
-    if (r < 0).any():
-        raise MetricInputError("importance holds negative entries; give magnitudes (e.g. |weights|)")
+    r = _zero_rounding(r)
     code_d = _entropic_scores(r)
     factor_c = _entropic_scores(r.T)
     total = r.sum()
@@ -168,6 +171,19 @@ def dci_from_importance(importance: Any, completeness: str = "mean"
     # weighted means of scores in [0, 1]; the clip removes rounding (weights summing to 1 + 2e-16)
     d, c = (float(np.clip(v, 0.0, 1.0)) for v in (np.dot(rho, code_d), combine(factor_c, r)))
     return d, c, code_d, rho, factor_c
+
+
+def _zero_rounding(r: np.ndarray) -> np.ndarray:
+    """``r`` with negative entries that are rounding (>= -``_ROUNDING`` x sum |r|) set to 0; any
+    larger negative entry is an error (importances are magnitudes)."""
+    if not (r < 0).any():
+        return r
+    tolerance = _ROUNDING * float(np.abs(r).sum())
+    worst = float(r.min())
+    if worst < -tolerance:
+        raise MetricInputError(f"importance holds negative entries (the smallest is {worst:.3g}); "
+                               "give magnitudes (e.g. |weights|)")
+    return np.where(r < 0, 0.0, r)
 
 
 # --------------------------------------------------------------------------- regressors
@@ -206,7 +222,7 @@ class _Fitted:
 
     @property
     def importance(self) -> np.ndarray:
-        return np.asarray(self.estimator.feature_importances_, dtype=np.float64)
+        return _zero_rounding(np.asarray(self.estimator.feature_importances_, dtype=np.float64))
 
 
 @dataclass(frozen=True)
@@ -268,7 +284,7 @@ class _DepthLimitedForest:
     @property
     def importance(self) -> np.ndarray:
         if self._full():
-            return np.asarray(self.forest.feature_importances_, dtype=np.float64)
+            return _zero_rounding(np.asarray(self.forest.feature_importances_, dtype=np.float64))
         n_features = self.forest.n_features_in_
         per_tree = []
         for est in self.forest.estimators_:
@@ -286,7 +302,7 @@ class _DepthLimitedForest:
             return np.zeros(n_features)
         mean = np.mean(per_tree, axis=0)
         total = mean.sum()
-        return mean / total if total > 0 else mean
+        return _zero_rounding(mean / total if total > 0 else mean)
 
 
 def _fit_forest(x: np.ndarray, y: np.ndarray, grid: Sequence[Any], random_state: int,
