@@ -9,7 +9,8 @@ every code and every model. A value outside the range falls in the nearest edge 
 Q(s|x) of a Gaussian posterior N(mu, exp(logvar)) are either the exact integral of the density over
 the bin (``mass="cdf"``, appendix A.13; the two edge bins also take the tails, so each row sums to 1)
 or the authors' approximation, the density at the bin centre renormalised over the bins
-(``mass="pdf"``); a deterministic code (``logvar=None``) puts all its mass in the bin holding the value.
+(``mass="pdf"``; where that density is below 1e-5 at every centre, all the mass goes to the bin
+holding the mean, as in their code); a deterministic code (``logvar=None``) puts all its mass in the bin holding the value.
 Q(s) = mean over x of Q(s|x), and joints with a factor are Q(s, y) = (1/N) sum over x with class y of
 Q(s|x). From these:
 
@@ -83,6 +84,10 @@ _BLOCK_ENTRIES = 1 << 21
 _SAMPLE_BLOCK_ENTRIES = 1 << 20
 _TINY = np.finfo(np.float64).tiny
 _MAX_LOGVAR = 700.0
+#: ``mass="pdf"`` as the authors' code: variance and standard deviation floors of the density, and the
+#: density below which, at every bin centre, the posterior counts as a point at its mean
+_PDF_FLOOR = 1e-8
+_PDF_MIN_DENSITY = 1e-5
 
 
 # --------------------------------------------------------------------------- quantisation
@@ -115,15 +120,25 @@ def _mass_cdf(mu: np.ndarray, logvar: np.ndarray, edges: np.ndarray) -> np.ndarr
 
 
 def _mass_pdf(mu: np.ndarray, logvar: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """The authors' approximation (rows, B): the density at each bin centre times the bin width,
-    renormalised over the bins (appendix A.9). Computed as a softmax of the log-density, so a very
-    narrow posterior degrades to all mass on the bin of the nearest centre instead of underflowing."""
+    """The authors' approximation (rows, B), as their code computes it: the density at each bin centre
+    times the bin width, renormalised over the bins (appendix A.9), with their floors (variance and
+    standard deviation at least 1e-8); where the density at every bin centre is below 1e-5 (a
+    posterior far outside the range, or one so narrow that it falls between centres) all the mass goes
+    to the bin holding the mean instead. Computed as a softmax of the log-density, so nothing
+    underflows."""
     centres = 0.5 * (edges[:-1] + edges[1:])
-    var = np.maximum(np.exp(logvar), _TINY)[:, None]
+    var = np.maximum(np.exp(logvar), _PDF_FLOOR)[:, None]
+    sd = np.maximum(np.exp(0.5 * logvar), _PDF_FLOOR)
     sq = (centres[None, :] - mu[:, None]) ** 2
-    logits = -0.5 * (sq - sq.min(axis=1, keepdims=True)) / var
-    q = np.exp(logits)
-    return q / q.sum(axis=1, keepdims=True)
+    nearest = sq.min(axis=1, keepdims=True)
+    q = np.exp(-0.5 * (sq - nearest) / var)
+    q /= q.sum(axis=1, keepdims=True)
+    log_peak = -0.5 * nearest[:, 0] / var[:, 0] - np.log(sd) - 0.5 * math.log(2 * math.pi)
+    far = log_peak < math.log(_PDF_MIN_DENSITY)
+    if far.any():
+        q[far] = 0.0
+        q[np.flatnonzero(far), bin_index(mu[far], edges[0], edges[-1], len(centres))] = 1.0
+    return q
 
 
 #: Gaussian bin-mass estimators by name: (mu (rows,), logvar (rows,), edges (B+1,)) -> masses (rows, B)
