@@ -174,7 +174,8 @@ def beta_vae_score(sampler: Any, encoder: Encoder | None = None, *, batch_size: 
     Each point: draw a factor k uniformly; draw ``batch_size`` pairs of factor values, the two members of
     a pair independent except that they share factor k's value; encode both; the point's feature is
     mean_l |z(v1_l) - z(v2_l)| (D,) and its label is k. A logistic regression (scikit-learn, C = 1,
-    lbfgs, multinomial) is fitted on ``n_train`` points; the score is its accuracy on ``n_eval`` new points.
+    lbfgs, multinomial, ``max_iter=1000``: disentanglement_lib's default of 100 iterations can stop
+    short, so it matches this score exactly only with ``max_iter=1000``) is fitted on ``n_train`` points; the score is its accuracy on ``n_eval`` new points.
     A training set with a single label gives a constant classifier.
     """
     k, batch_size, n_train, n_eval, seed, encoder_batch = _check_common(
