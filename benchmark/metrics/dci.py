@@ -54,7 +54,9 @@ from ._base import (
     check_kinds,
     check_positive_int,
     check_seed,
+    constant_code_warnings,
     factor_classes,
+    with_warnings,
 )
 
 __all__ = [
@@ -784,13 +786,14 @@ def dci(codes_train: Any, factors_train: Any, codes_test: Any, factors_test: Any
     test_err = fit.errors(x_test, test_t, nrmse_std, "the test set")
     train_err = fit.errors(p.x_train, train_t, nrmse_std, "the training set")
     held_err = {n: fit.errors(h[0], held_t[n], nrmse_std, f"heldout[{n!r}]") for n, h in held.items()}
-    return DCIResult(
+    result = DCIResult(
         disentanglement=dis, completeness=com, informativeness=float(test_err.mean()),
         informativeness_measure=p.spec.measure, importance=importance, code_disentanglement=code_d,
         code_relevance=rho, factor_completeness=factor_c, factor_error=test_err, factor_error_train=train_err,
         heldout=held_err, heldout_mean={n: float(e.mean()) for n, e in held_err.items()},
         hyperparameters=tuple(f.hyperparameters for f in fit.factors), regressor=regressor,
         selection=fit.selection, completeness_weighting=completeness, cyclic=cyclic, nrmse_std=nrmse_std)
+    return with_warnings(result, constant_code_warnings(p.x_train, "code (training split)"))
 
 
 def zero_shot_informativeness(codes_train: Any, factors_train: Any, codes_heldout: Any, factors_heldout: Any, *,
@@ -819,7 +822,8 @@ def zero_shot_informativeness(codes_train: Any, factors_train: Any, codes_heldou
         train_t, held_t = _targets(p.f_train, p.kinds, cyclic), _targets(f_held, p.kinds, cyclic)
     fit = _fit_prepared(p, cyclic, train_t)
     err = fit.errors(x_held, held_t, nrmse_std, "the held-out set")
-    return ZeroShotResult(
+    result = ZeroShotResult(
         informativeness=float(err.mean()), informativeness_measure=p.spec.measure, factor_error=err,
         hyperparameters=tuple(f.hyperparameters for f in fit.factors), regressor=regressor, selection=fit.selection,
         cyclic=cyclic, nrmse_std=nrmse_std)
+    return with_warnings(result, constant_code_warnings(p.x_train, "code (training split)"))

@@ -44,7 +44,7 @@ from scipy import sparse
 from scipy.special import entr, logsumexp, ndtr
 
 from ._base import (MetricInputError, MetricResult, check_codes, check_posterior, check_positive_int, check_seed,
-                    discrete_factors)
+                    constant_code_warnings, discrete_factors, with_warnings)
 
 __all__ = [
     "DEFAULT_BINS",
@@ -443,6 +443,11 @@ def _jemmig_result(stats: _CodeStatistics, bins: int, low: float, high: float, m
                         top, second, bins, low, high, mass)
 
 
+def _constant(mu: np.ndarray, logvar: np.ndarray | None) -> tuple[str, ...]:
+    """The warning for code dimensions whose posterior (mean, and log-variance if given) is constant."""
+    return constant_code_warnings(mu, "code (posterior)" if logvar is not None else "code", logvar)
+
+
 def _prepare(mu: Any, logvar: Any, low: Any, high: Any, bins: Any,
              mass: Any) -> tuple[np.ndarray, np.ndarray | None, float, float, int, str]:
     m, lv = _check_inputs(mu, logvar)
@@ -459,7 +464,7 @@ def informativeness(mu: Any, logvar: Any = None, *, low: float = DEFAULT_LOW, hi
     normalisation, section 3.1). A deterministic code has H(z_i|x) = 0, so I(z_i; x) = H(z_i)."""
     m, lv, low, high, bins, mass = _prepare(mu, logvar, low, high, bins, mass)
     stats = _code_statistics(m, lv, None, low, high, bins, mass)
-    return _informativeness_result(stats, bins, low, high, mass)
+    return with_warnings(_informativeness_result(stats, bins, low, high, mass), _constant(m, lv))
 
 
 def misjed(mu: Any, logvar: Any = None, *, low: float = DEFAULT_LOW, high: float = DEFAULT_HIGH,
@@ -475,7 +480,7 @@ def misjed(mu: Any, logvar: Any = None, *, low: float = DEFAULT_LOW, high: float
         raise MetricInputError(f"MISJED scores pairs of codes; mu has {m.shape[1]} code dimension (need at least 2)")
     stats = _code_statistics(m, lv, None, low, high, bins, mass)
     info = _informativeness_result(stats, bins, low, high, mass)
-    return _misjed_result(m, stats, info, bins, low, high, mass)
+    return with_warnings(_misjed_result(m, stats, info, bins, low, high, mass), _constant(m, lv))
 
 
 def rmig(mu: Any, logvar: Any = None, factors: Any = None, *, classes: Any = None, low: float = DEFAULT_LOW,
@@ -488,7 +493,7 @@ def rmig(mu: Any, logvar: Any = None, factors: Any = None, *, classes: Any = Non
     m, lv, low, high, bins, mass = _prepare(mu, logvar, low, high, bins, mass)
     labels = _check_labels(factors, classes, len(m), factor_bins)
     stats = _code_statistics(m, lv, labels, low, high, bins, mass)
-    return _rmig_result(stats, bins, low, high, mass)
+    return with_warnings(_rmig_result(stats, bins, low, high, mass), _constant(m, lv))
 
 
 def jemmig(mu: Any, logvar: Any = None, factors: Any = None, *, classes: Any = None, low: float = DEFAULT_LOW,
@@ -501,7 +506,7 @@ def jemmig(mu: Any, logvar: Any = None, factors: Any = None, *, classes: Any = N
     m, lv, low, high, bins, mass = _prepare(mu, logvar, low, high, bins, mass)
     labels = _check_labels(factors, classes, len(m), factor_bins)
     stats = _code_statistics(m, lv, labels, low, high, bins, mass)
-    return _jemmig_result(stats, bins, low, high, mass)
+    return with_warnings(_jemmig_result(stats, bins, low, high, mass), _constant(m, lv))
 
 
 def do_tran(mu: Any, logvar: Any = None, factors: Any = None, classes: Any = None, *, low: float = DEFAULT_LOW,
@@ -515,9 +520,9 @@ def do_tran(mu: Any, logvar: Any = None, factors: Any = None, classes: Any = Non
     info = _informativeness_result(stats, bins, low, high, mass)
     pairs = _misjed_result(m, stats, info, bins, low, high, mass) if m.shape[1] >= 2 else None
     if labels is None:
-        return DoTranResult(info, pairs, None, None)
-    return DoTranResult(info, pairs, _rmig_result(stats, bins, low, high, mass),
-                        _jemmig_result(stats, bins, low, high, mass))
+        return with_warnings(DoTranResult(info, pairs, None, None), _constant(m, lv))
+    return with_warnings(DoTranResult(info, pairs, _rmig_result(stats, bins, low, high, mass),
+                                      _jemmig_result(stats, bins, low, high, mass)), _constant(m, lv))
 
 
 # --------------------------------------------------------------------------- sampled metrics
@@ -708,8 +713,9 @@ def wsepin(mu: Any, logvar: Any, *, n_samples: int = 10_000, k: int = 3, seed: i
     terms = _sampled_terms(m, lv, n_samples, seed, chunk, precision)
     sepin = terms.total - terms.without
     rho = _weights(terms.code)
-    return SEPINResult(float(np.dot(rho, sepin)), _top_k_mean(sepin, k), sepin, rho, terms.code, terms.total,
-                       terms.without, terms.dependence, k, n_samples, seed, precision)
+    result = SEPINResult(float(np.dot(rho, sepin)), _top_k_mean(sepin, k), sepin, rho, terms.code, terms.total,
+                         terms.without, terms.dependence, k, n_samples, seed, precision)
+    return with_warnings(result, _constant(m, lv))
 
 
 def windin(mu: Any, logvar: Any, *, n_samples: int = 10_000, k: int = 3, seed: int = 0, chunk: int | None = None,
@@ -722,5 +728,6 @@ def windin(mu: Any, logvar: Any, *, n_samples: int = 10_000, k: int = 3, seed: i
     terms = _sampled_terms(m, lv, n_samples, seed, chunk, precision)
     indin = terms.code - terms.dependence
     rho = _weights(terms.code)
-    return INDINResult(float(np.dot(rho, indin)), _top_k_mean(indin, k), indin, rho, terms.code, terms.total,
-                       terms.without, terms.dependence, k, n_samples, seed, precision)
+    result = INDINResult(float(np.dot(rho, indin)), _top_k_mean(indin, k), indin, rho, terms.code, terms.total,
+                         terms.without, terms.dependence, k, n_samples, seed, precision)
+    return with_warnings(result, _constant(m, lv))
