@@ -272,6 +272,13 @@ def test_cli_protocols_scores_and_plots(small_results, data_dir, tmp_path, monke
                  "--plots", str(tmp_path / "plots")]) == 0
     pngs = sorted(p.name for p in (tmp_path / "plots").glob("*.png"))
     assert pngs == [f"{SMALL.name}.{label}.png" for label in ("d_lsbd", "dci", "mig")]
+    # existing plots are kept, as the result file is, and refused before the evaluation runs
+    again = ["evaluate", SMALL.name, "--encoder", "ideal", "--out", str(tmp_path / "again.json"), "--quiet",
+             "--plots", str(tmp_path / "plots")]
+    capsys.readouterr()
+    assert main(again) == 2
+    assert "--force" in capsys.readouterr().err and not (tmp_path / "again.json").exists()
+    assert main([*again, "--force"]) == 0
     folder = tmp_path / "ref"
     folder.mkdir()
     result_file.rename(folder / "ideal.json")
