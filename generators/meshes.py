@@ -147,8 +147,9 @@ class Mesh:
         point inwards (for a closed part: a negative enclosed volume). Faces keep their vertices and their
         order in the mesh; a flipped face ``(a, b, c)`` becomes ``(c, b, a)``. The result depends only on
         the geometry and the face order, not on how the faces were wound: any rewinding of the same faces
-        gives the same mesh. Non-manifold edges (three or more faces) join nothing, so a part that cannot
-        be oriented consistently is only as consistent as its tree.
+        gives the same mesh. Non-manifold edges (three or more faces, as where a face is stored twice, once
+        in each winding) join nothing: such faces are turned outwards each on its own, and a part that
+        cannot be oriented consistently is only as consistent as its tree.
         """
         faces = self.faces
         n_faces = len(faces)

@@ -201,6 +201,18 @@ def test_consistent_orientation_of_repeated_vertices_and_separate_parts():
     np.testing.assert_array_equal(np.sort(fixed.faces, axis=1), np.sort(soup.faces, axis=1))
 
 
+def test_consistent_orientation_of_faces_stored_twice_with_both_windings():
+    # "double-sided" faces, as some ModelNet40 files store them: every face twice, wound both ways; the
+    # summed vertex normals cancel to zero. Each copy is turned to face outwards, so the normals come back
+    box = trimesh.creation.box(extents=(1.0, 0.4, 0.3))
+    clean = Mesh(box.vertices, box.faces)
+    doubled = Mesh(box.vertices, np.concatenate([box.faces, box.faces[:, ::-1]]))
+    np.testing.assert_allclose(np.linalg.norm(doubled.vertex_normals, axis=1), 0.0, atol=1e-12)
+    fixed = doubled.consistently_oriented()
+    np.testing.assert_array_equal(fixed.faces, np.concatenate([box.faces, box.faces]))
+    np.testing.assert_allclose(fixed.vertex_normals, clean.vertex_normals, atol=1e-12)
+
+
 def test_load_ply_round_trip(tmp_path: Path):
     cube = Mesh(CUBE_V, CUBE_F)
     lines = ["ply", "format ascii 1.0", "comment written by the test", "element vertex 8",
