@@ -238,7 +238,7 @@ def _evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=256, help="images per encoder call (default 256)")
     p.add_argument("--source", metavar="PATH", default=None, help="local data for protocols that need it")
     p.add_argument("--only", nargs="+", metavar="LABEL", help="run only these metric labels (a partial result)")
-    p.add_argument("--force", action="store_true", help="overwrite the result file if it exists")
+    p.add_argument("--force", action="store_true", help="overwrite the result file and the plots if they exist")
     p.add_argument("--quiet", action="store_true", help="no progress output")
 
     def run(args: argparse.Namespace) -> int:
@@ -250,6 +250,13 @@ def _evaluate(p: argparse.ArgumentParser) -> None:
         out = Path(args.out) if args.out else Path(f"{args.protocol}.{model}.json")
         if out.exists() and not args.force:
             raise FactorbenchError(f"{out} exists; pass --force to replace it or --out to write elsewhere")
+        if args.plots:  # refuse existing plots before the evaluation runs, as the result file
+            from .plots import check_plot_paths, plot_paths
+            from .protocols import get_protocol
+
+            calls = [(c.label, c.metric) for c in get_protocol(args.protocol).metrics
+                     if not args.only or c.label in args.only]
+            check_plot_paths(plot_paths(args.protocol, calls, args.plots), args.force)
         codes, indices = load_codes(args.codes) if args.codes else (None, None)
         result = evaluate(args.protocol, args.encoder, codes=codes, indices=indices, batch_size=args.batch_size,
                           source=args.source, progress=not args.quiet,
@@ -261,7 +268,7 @@ def _evaluate(p: argparse.ArgumentParser) -> None:
         if args.plots:
             from .plots import plot_result
 
-            for path in plot_result(result, args.plots):
+            for path in plot_result(result, args.plots, force=args.force):
                 print(f"wrote {path}")
         return 0
     p.set_defaults(run=run)

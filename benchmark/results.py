@@ -84,6 +84,9 @@ class EvaluationResult:
             lines.append(f"  {key:<{width}}  {value:8.4f}")
         for label, why in self.skipped.items():
             lines.append(f"  {label:<{width}}  skipped: {why}")
+        for label, m in self.metrics.items():
+            for warning in m.get("result", {}).get("warnings", ()):
+                lines.append(f"  warning ({label}): {warning}")
         total = sum(v for k, v in self.timings.items())
         lines.append(f"  total time {total:.1f} s")
         return "\n".join(lines)

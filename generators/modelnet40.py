@@ -8,8 +8,10 @@ ModelNet page, https://modelnet.cs.princeton.edu/) as the run-time option ``sour
 
 The objects are the files ``<category>/<subset>/*.off`` (in the zip: ``ModelNet40/<category>/<subset>/*.off``),
 sorted by name, object id k being the k-th file. Each is read with :func:`load_off` (ModelNet's run-together
-``OFF490 518 0`` header included), turned so that ``up_axis`` becomes +z (``y``: a +90 degree turn about x),
-and rendered as in :mod:`.turntable` (light grey, camera at 20 degrees elevation, light from above).
+``OFF490 518 0`` header included), its faces wound consistently (:meth:`Mesh.consistently_oriented`:
+ModelNet's files mix both windings, which left dark speckles under one-sided shading), turned so that
+``up_axis`` becomes +z (``y``: a +90 degree turn about x), and rendered as in :mod:`.turntable` (light
+grey, camera at 20 degrees elevation, light from above).
 
 Identity of the data: the parameter ``source_digest`` is the sha256 of the selected files (see
 :func:`source_digest`: their names relative to the ``ModelNet40`` root, sorted, and their bytes), so the
@@ -192,7 +194,7 @@ def source_digest(path: str | os.PathLike, category: str = "airplane", subset: s
 
 class ModelNet40(TurntableGenerator):
     name: ClassVar[str] = "modelnet40"
-    version: ClassVar[str] = "1.1.0"
+    version: ClassVar[str] = "1.2.0"
     description: ClassVar[str] = ("ModelNet40 objects of one category (default the 626 training airplanes) x 64 "
                                   "rotations about the vertical axis (Tonnaer et al. 2022); needs --source")
     citation: ClassVar[str] = TONNAER_2022 + "\n\n" + WU_2015
@@ -247,7 +249,7 @@ class ModelNet40(TurntableGenerator):
         src = self._require_source()
         name = src.names[k]
         try:
-            mesh = load_off(src.read(name))
+            mesh = load_off(src.read(name)).consistently_oriented()  # ModelNet winds faces inconsistently
             if self.params.up_axis != "z":
                 mesh = mesh.rotated(_UP_ROTATIONS[self.params.up_axis])
             mesh.centred_and_scaled(1.0)  # fails here, naming the file, for a mesh whose vertices coincide

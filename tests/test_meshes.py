@@ -169,6 +169,50 @@ def test_airplane():
     assert np.linalg.norm(unit.vertices, axis=1).max() == pytest.approx(1.0)
 
 
+def _rewound(mesh: Mesh, fraction: float, seed: int) -> Mesh:
+    """The same triangles with a random ``fraction`` of them wound the other way."""
+    flip = np.random.default_rng(seed).random(len(mesh.faces)) < fraction
+    return Mesh(mesh.vertices, np.where(flip[:, None], mesh.faces[:, ::-1], mesh.faces))
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.3, 0.5, 1.0])
+def test_consistent_orientation_undoes_any_rewinding(teapot, fraction):
+    sphere = trimesh.creation.icosphere(3)
+    for mesh in (Mesh(sphere.vertices, sphere.faces), teapot, airplane()):
+        # these meshes are wound consistently outwards already: orienting them changes nothing ...
+        np.testing.assert_array_equal(mesh.consistently_oriented().faces, mesh.faces)
+        # ... and every rewinding of their faces comes back to exactly them
+        np.testing.assert_array_equal(_rewound(mesh, fraction, seed=3).consistently_oriented().faces, mesh.faces)
+
+
+def test_consistent_orientation_of_repeated_vertices_and_separate_parts():
+    # a polygon soup as in ModelNet40 files: every triangle has its own copies of its vertices, two
+    # separate closed boxes, one turned inside out, random faces rewound; duplicate positions count as one
+    boxes = [trimesh.creation.box(extents=(1.0, 0.4, 0.3)), trimesh.creation.box(extents=(0.2, 0.2, 0.9))]
+    boxes[1].apply_translation((2.0, 0.0, 0.0))
+    faces = np.concatenate([boxes[0].faces, boxes[1].faces[:, ::-1] + len(boxes[0].vertices)])
+    vertices = np.concatenate([boxes[0].vertices, boxes[1].vertices])
+    soup = Mesh(vertices[faces.ravel()], np.arange(faces.size).reshape(-1, 3))
+    fixed = _rewound(soup, 0.5, seed=1).consistently_oriented()
+    volumes = [Mesh(fixed.vertices, fixed.faces[:12]).volume, Mesh(fixed.vertices, fixed.faces[12:]).volume]
+    np.testing.assert_allclose(volumes, [1.0 * 0.4 * 0.3, 0.2 * 0.2 * 0.9], rtol=1e-12)
+    assert fixed.vertices is soup.vertices or np.array_equal(fixed.vertices, soup.vertices)
+    # each face keeps its vertices (possibly in reverse order)
+    np.testing.assert_array_equal(np.sort(fixed.faces, axis=1), np.sort(soup.faces, axis=1))
+
+
+def test_consistent_orientation_of_faces_stored_twice_with_both_windings():
+    # "double-sided" faces, as some ModelNet40 files store them: every face twice, wound both ways; the
+    # summed vertex normals cancel to zero. Each copy is turned to face outwards, so the normals come back
+    box = trimesh.creation.box(extents=(1.0, 0.4, 0.3))
+    clean = Mesh(box.vertices, box.faces)
+    doubled = Mesh(box.vertices, np.concatenate([box.faces, box.faces[:, ::-1]]))
+    np.testing.assert_allclose(np.linalg.norm(doubled.vertex_normals, axis=1), 0.0, atol=1e-12)
+    fixed = doubled.consistently_oriented()
+    np.testing.assert_array_equal(fixed.faces, np.concatenate([box.faces, box.faces]))
+    np.testing.assert_allclose(fixed.vertex_normals, clean.vertex_normals, atol=1e-12)
+
+
 def test_load_ply_round_trip(tmp_path: Path):
     cube = Mesh(CUBE_V, CUBE_F)
     lines = ["ply", "format ascii 1.0", "comment written by the test", "element vertex 8",

@@ -111,6 +111,29 @@ def test_importance_validation(bad, message):
         dci_from_importance(bad)
 
 
+def test_rounding_negatives_count_as_zero_but_real_negatives_are_refused():
+    # scikit-learn >= 1.9's feature_importances_ can hold about -1e-17 where a feature was never used
+    r = np.eye(3) - 1e-17 * (1.0 - np.eye(3))
+    d, c, code_d, rho, factor_c = dci_from_importance(r)
+    assert (d, c) == (1.0, 1.0)
+    np.testing.assert_array_equal(rho, np.full(3, 1 / 3))
+    with pytest.raises(MetricInputError, match=r"negative entries \(the smallest is -0.001\)"):
+        dci_from_importance(np.eye(3) - 1e-3 * (1.0 - np.eye(3)))
+
+
+@pytest.mark.parametrize("regressor, options", [("forest", {}), ("gbt", {"gbt_params": {"n_estimators": 5}})])
+def test_sklearn_rounding_negatives_do_not_crash_tree_dci(regressor, options):
+    # the reported input: the forest's and the boosted trees' importances hold -9e-19 and -3.6e-17 here
+    rs = np.random.RandomState(0)
+    z = rs.randint(1, 11, (1000, 10)).astype(float)
+    zt = rs.randint(1, 11, (1000, 10)).astype(float)
+    r = dci(z, z, zt, zt, regressor=regressor, **options)
+    assert (r.importance >= 0).all()
+    # the identity code: every factor read from its own code
+    np.testing.assert_array_equal(r.importance.argmax(axis=0), np.arange(10))
+    assert r.disentanglement > 0.99 and r.completeness > 0.99
+
+
 def test_bad_completeness_name_lists_options():
     with pytest.raises(MetricInputError, match=r"unknown completeness 'median'.*\['mean', 'weighted'\]"):
         dci_from_importance(np.eye(2), "median")

@@ -61,6 +61,34 @@ def test_pdf_mass_is_the_renormalised_density_at_bin_centres():
     np.testing.assert_array_equal(narrow.sum(axis=1), 1.0)
 
 
+def _authors_pdf_mass(mu, sd):
+    """Q(s|x) as the authors' script computes it (DisentanglementMetrics, informativeness_metrics_v3):
+    density at the bin centres (variance and std floored at 1e-8) times the width, renormalised; where
+    the largest centre density is below 1e-5, one-hot on the bin holding the mean."""
+    var, sd = np.maximum(sd ** 2, 1e-8), np.maximum(sd, 1e-8)
+    dens = np.exp(-(CENTRES[None] - mu[:, None]) ** 2 / (2 * var[:, None])) / (sd[:, None] * math.sqrt(2 * math.pi))
+    q = dens * 0.08
+    q = q / np.maximum(q.sum(axis=1, keepdims=True), 1e-8)
+    one_hot = np.eye(100)[bin_index(mu)]
+    return np.where(dens.max(axis=1, keepdims=True) < 1e-5, one_hot, q)
+
+
+def test_pdf_mass_puts_far_posteriors_in_one_bin_as_the_authors():
+    # N(7, 0.5^2): every centre density is below 1e-5, so the authors put all the mass in the last bin
+    mu = np.array([7.0, -19.0, 4.5, 3.0, 0.3, 0.3, 0.04, 1.0])
+    sd = np.array([0.5, 2.0, 0.2, 0.5, 1e5, 3e4, 1e-6, 1e-3])
+    q = quantised_posterior(mu[:, None], 2 * np.log(sd)[:, None], mass="pdf")[:, 0]
+    np.testing.assert_allclose(q, _authors_pdf_mass(mu, sd), rtol=1e-9, atol=1e-12)
+    assert q[0, -1] == 1.0 and q[1, 0] == 1.0
+    # 4.5 with sd 0.2 is still within reach of the last centre (density 0.09 there): spread as usual
+    assert 0.5 < q[2, -1] < 1.0 and q[2, -2] > 0
+    # a posterior so wide that its density is below 1e-5 everywhere (sd > 39,894) also becomes one-hot
+    assert q[4, bin_index(0.3)] == 1.0 and q[5].max() < 0.02
+    # the exact masses of N(7, 0.5^2) put all but 1e-9 of it in the last bin too
+    exact = quantised_posterior(mu[:2, None], 2 * np.log(sd[:2])[:, None], mass="cdf")[0, 0]
+    assert exact[-1] == pytest.approx(1.0, abs=1e-9)
+
+
 def test_registry_holds_both_mass_estimators():
     assert set(MASS_ESTIMATORS) == {"cdf", "pdf"}
 

@@ -112,6 +112,32 @@ def test_pruning_threshold_counts_low_variance_codes(identity_codes):
     assert kept.num_active_dims == K + 1 and kept.score == 1.0  # the copy of factor 0 votes for factor 0 too
 
 
+def test_pruning_every_code_scores_zero_and_says_so(identity_codes):
+    # the original rule: every std below 0.05 leaves no active code and the score is 0, whatever the codes
+    # encode; the same codes x100 score 1. The result says so instead of returning a silent 0
+    small = identity_codes * 0.004  # stds about 0.003
+    pruned = factor_vae_score(sampler_of(small), **SMALL)
+    assert pruned.score == 0.0 and pruned.num_active_dims == 0
+    (warning,) = pruned.warnings
+    assert "3 of 3 codes have a std below the pruning threshold 0.05" in warning and "no code is left" in warning
+    assert pruned.to_dict()["warnings"] == [warning]
+    scaled = factor_vae_score(sampler_of(small * 100), **SMALL)
+    assert scaled.score == 1.0 and scaled.warnings == ()
+
+
+def test_pruned_and_constant_codes_are_named_in_the_warnings(identity_codes):
+    codes = np.concatenate([identity_codes, identity_codes[:, :1] * 1e-3, np.full((len(identity_codes), 1), 7.0)],
+                           axis=1)
+    factor = factor_vae_score(sampler_of(codes), **SMALL)
+    (warning,) = factor.warnings
+    assert "2 of 5 codes have a std below" in warning and "dimensions [3, 4]" in warning
+    assert "constant: [4]" in warning and "no code is left" not in warning
+    beta = beta_vae_score(sampler_of(codes), **SMALL)
+    (warning,) = beta.warnings
+    assert warning.startswith("1 of 5 code dimensions are constant") and "(dimension [4])" in warning
+    assert beta_vae_score(sampler_of(identity_codes), **SMALL).warnings == ()
+
+
 def test_duplicated_codes_still_score_one(identity_codes):
     factor = factor_vae_score(sampler_of(oracles.duplicated(identity_codes)), **SMALL)
     assert factor.score == 1.0 and factor.num_active_dims == 2 * K

@@ -10,6 +10,7 @@ import trimesh
 import factorbench.generators.modelnet40 as modelnet40_module  # noqa: F401  (registers the dataset)
 from factorbench.benchmark import load, verify
 from factorbench.generators import FactorbenchError, get, write_dataset
+from factorbench.generators.meshes import airplane
 from factorbench.generators.modelnet40 import source_digest
 
 STEP = 2 * math.pi / 64
@@ -113,6 +114,36 @@ def test_render_determinism_full_turn_distinct_objects_and_visible_rotation(from
     for k in range(3):
         iou = (masks[k, 0] & masks[k, 2]).sum() / (masks[k, 0] | masks[k, 2]).sum()  # a quarter turn
         assert iou < 0.9, (k, iou)
+
+
+def _rewound_off(vertices, faces, fraction, seed, soup=False):
+    """A ModelNet40-style OFF file: run-together header, a random ``fraction`` of the faces wound the
+    other way, and with ``soup`` every face with its own copies of its vertices."""
+    faces = np.asarray(faces)
+    flip = np.random.default_rng(seed).random(len(faces)) < fraction
+    faces = np.where(flip[:, None], faces[:, ::-1], faces)
+    if soup:
+        vertices, faces = np.asarray(vertices)[faces.ravel()], np.arange(faces.size).reshape(-1, 3)
+    return _off(vertices, faces, quirk=True)
+
+
+def test_inconsistently_wound_files_render_as_the_consistent_ones(tmp_path):
+    # real ModelNet40 airplanes wind their faces inconsistently; one-sided shading of their averaged
+    # vertex normals left dark speckles. The meshes are now oriented consistently when read, so the
+    # images equal those of the same files wound consistently
+    plane = airplane()
+    box = trimesh.creation.box(extents=(1.0, 0.3, 0.5))
+    clean = {"airplane_0001.off": _off(plane.vertices, plane.faces, quirk=True),
+             "airplane_0002.off": _rewound_off(box.vertices, box.faces, 0.0, seed=1, soup=True)}
+    messy = {"airplane_0001.off": _rewound_off(plane.vertices, plane.faces, 0.5, seed=0),
+             "airplane_0002.off": _rewound_off(box.vertices, box.faces, 0.5, seed=1, soup=True)}
+    values = np.array([[k, j * 4 * STEP] for k in range(2) for j in range(16)], dtype=float)
+    images = [get("modelnet40", {"samples": 1}, backend="cpu", source=_folder(tmp_path / name, files)).render(values)
+              for name, files in (("clean", clean), ("messy", messy))]
+    plane_pixels = np.any(images[0][:16] != 255, axis=-1)
+    darker = (images[0][:16].astype(int) - images[1][:16]).max(axis=-1) > 25
+    assert darker[plane_pixels].mean() == 0.0  # before: 39 % of the airplane's pixels
+    np.testing.assert_array_equal(images[1], images[0])
 
 
 def test_up_axis_y_turns_y_up_files_upright(tmp_path, from_folder):

@@ -158,6 +158,25 @@ def test_reference_encoders_order_and_result_round_trip(small_results, tmp_path)
         ideal.save(path)
 
 
+def test_metric_warnings_reach_the_result_file_and_the_summary(small_results, tmp_path):
+    from factorbench.benchmark.dataset import load
+
+    with load(small_results["ideal"].dataset["path"]) as ds:
+        f = ds.factors
+    # the ideal code, scaled below FactorVAE's pruning threshold, with a constant dimension
+    codes = 0.01 * np.stack([np.cos(f[:, 0]), np.sin(f[:, 0]), np.zeros(len(f)), np.cos(f[:, 1]), np.sin(f[:, 1])], 1)
+    result = evaluate(SMALL, codes=codes, progress=False)
+    assert result.metrics["factor_vae"]["scalars"]["score"] == 0.0
+    (pruned,) = result.metrics["factor_vae"]["result"]["warnings"]
+    assert pruned.startswith("5 of 5 codes have a std below the pruning threshold 0.05") and "no code is left" in pruned
+    (constant,) = result.metrics["mig"]["result"]["warnings"]
+    assert constant.startswith("1 of 5 code dimensions are constant on the 4096 samples")
+    assert load_result(result.save(tmp_path / "r.json")).metrics["factor_vae"]["result"]["warnings"] == [pruned]
+    summary = result.summary().splitlines()
+    assert f"  warning (factor_vae): {pruned}" in summary and f"  warning (mig): {constant}" in summary
+    assert "warning" not in small_results["ideal"].summary()
+
+
 def test_codes_given_by_the_user_must_match_the_file(small_results, data_dir):
     ideal = small_results["ideal"]
     with pytest.raises(FactorbenchError, match="rows"):
@@ -253,6 +272,13 @@ def test_cli_protocols_scores_and_plots(small_results, data_dir, tmp_path, monke
                  "--plots", str(tmp_path / "plots")]) == 0
     pngs = sorted(p.name for p in (tmp_path / "plots").glob("*.png"))
     assert pngs == [f"{SMALL.name}.{label}.png" for label in ("d_lsbd", "dci", "mig")]
+    # existing plots are kept, as the result file is, and refused before the evaluation runs
+    again = ["evaluate", SMALL.name, "--encoder", "ideal", "--out", str(tmp_path / "again.json"), "--quiet",
+             "--plots", str(tmp_path / "plots")]
+    capsys.readouterr()
+    assert main(again) == 2
+    assert "--force" in capsys.readouterr().err and not (tmp_path / "again.json").exists()
+    assert main([*again, "--force"]) == 0
     folder = tmp_path / "ref"
     folder.mkdir()
     result_file.rename(folder / "ideal.json")

@@ -12,7 +12,10 @@ Conventions (the same for every metric in this package):
 - ``seed`` is the only source of randomness (``numpy.random.default_rng(seed)``).
 
 Every metric returns a frozen dataclass deriving from :class:`MetricResult`: the headline scalars
-plus the matrices behind them; ``to_dict()`` gives plain JSON-ready Python values.
+plus the matrices behind them; ``to_dict()`` gives plain JSON-ready Python values. Its ``warnings``
+say when a score rests on something the numbers alone do not show: code dimensions that are constant
+on the samples scored (:func:`constant_code_warnings`), codes a metric's own rule left out (the
+FactorVAE score's pruning).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -38,8 +41,11 @@ __all__ = [
     "check_posterior",
     "check_same_length",
     "check_seed",
+    "constant_code_warnings",
+    "constant_dims_warnings",
     "discrete_factors",
     "factor_classes",
+    "with_warnings",
 ]
 
 
@@ -74,6 +80,9 @@ class MetricResult:
 
     headline: ClassVar[tuple[str, ...]] = ()
 
+    #: what the reader of the score should know (constant codes, pruned codes), one sentence each
+    warnings: tuple[str, ...] = field(default=(), kw_only=True)
+
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain Python values (floats, ints, nested lists, dicts; NaN as None)."""
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -81,6 +90,41 @@ class MetricResult:
     def scalars(self) -> dict[str, float]:
         """The headline scalars, by name."""
         return {name: float(getattr(self, name)) for name in self.headline}
+
+
+def _listed(indices: Sequence[int], limit: int = 20) -> str:
+    shown = ", ".join(str(int(i)) for i in indices[:limit])
+    return f"[{shown}{', ...' if len(indices) > limit else ''}]"
+
+
+def constant_code_warnings(codes: np.ndarray, name: str = "code", logvar: np.ndarray | None = None
+                           ) -> tuple[str, ...]:
+    """A warning naming the code dimensions (columns of ``codes``, the last axis) that take a single
+    value on every sample (with ``logvar``: whose posterior mean and log-variance both do), or ``()``."""
+    flat = np.asarray(codes).reshape(-1, np.shape(codes)[-1])
+    constant = np.all(flat == flat[:1], axis=0)
+    if logvar is not None:
+        lv = np.asarray(logvar).reshape(flat.shape)
+        constant &= np.all(lv == lv[:1], axis=0)
+    return constant_dims_warnings(np.flatnonzero(constant), flat.shape[1], len(flat), name)
+
+
+def constant_dims_warnings(dims: Sequence[int], total: int, n: int, name: str = "code") -> tuple[str, ...]:
+    """The warning of :func:`constant_code_warnings` for known constant dimensions ``dims`` of
+    ``total``, over ``n`` samples (``()`` when there are none)."""
+    if len(dims) == 0:
+        return ()
+    return (f"{len(dims)} of {total} {name} dimensions are constant on the {n} samples scored "
+            f"(dimension{'s' if len(dims) > 1 else ''} {_listed(dims)}): they carry no information, and the "
+            "score treats them as unused",)
+
+
+def with_warnings(result: MetricResult, warnings: Sequence[str]) -> MetricResult:
+    """``result`` with ``warnings`` appended to its own (the same object when there are none)."""
+    warnings = tuple(w for w in warnings if w not in result.warnings)
+    if not warnings:
+        return result
+    return dataclasses.replace(result, warnings=result.warnings + warnings)
 
 
 # --------------------------------------------------------------------------- validation

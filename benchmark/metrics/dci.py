@@ -54,7 +54,9 @@ from ._base import (
     check_kinds,
     check_positive_int,
     check_seed,
+    constant_code_warnings,
     factor_classes,
+    with_warnings,
 )
 
 __all__ = [
@@ -81,6 +83,10 @@ DEFAULT_TREES = 10
 #: Coordinate-descent tolerance of the lasso (relative to ||y||^2; sklearn's 1e-4 stops the path
 #: early at small alphas).
 _LASSO_TOL = 1e-8
+#: Negative importances down to this fraction of the matrix's total magnitude are rounding and count
+#: as 0: scikit-learn >= 1.9 sums impurity decreases in an order that can leave -1e-17 where a feature
+#: was never used (or only in splits that improved nothing).
+_ROUNDING = 1e-12
 
 
 # --------------------------------------------------------------------------- disentanglement, completeness
@@ -159,8 +165,7 @@ def dci_from_importance(importance: Any, completeness: str = "mean"
     r = r.astype(np.float64)
     if not np.isfinite(r).all():
         raise MetricInputError("importance holds NaN or inf; give finite importances")
-    if (r < 0).any():
-        raise MetricInputError("importance holds negative entries; give magnitudes (e.g. |weights|)")
+    r = _zero_rounding(r)
     code_d = _entropic_scores(r)
     factor_c = _entropic_scores(r.T)
     total = r.sum()
@@ -168,6 +173,19 @@ def dci_from_importance(importance: Any, completeness: str = "mean"
     # weighted means of scores in [0, 1]; the clip removes rounding (weights summing to 1 + 2e-16)
     d, c = (float(np.clip(v, 0.0, 1.0)) for v in (np.dot(rho, code_d), combine(factor_c, r)))
     return d, c, code_d, rho, factor_c
+
+
+def _zero_rounding(r: np.ndarray) -> np.ndarray:
+    """``r`` with negative entries that are rounding (>= -``_ROUNDING`` x sum |r|) set to 0; any
+    larger negative entry is an error (importances are magnitudes)."""
+    if not (r < 0).any():
+        return r
+    tolerance = _ROUNDING * float(np.abs(r).sum())
+    worst = float(r.min())
+    if worst < -tolerance:
+        raise MetricInputError(f"importance holds negative entries (the smallest is {worst:.3g}); "
+                               "give magnitudes (e.g. |weights|)")
+    return np.where(r < 0, 0.0, r)
 
 
 # --------------------------------------------------------------------------- regressors
@@ -206,7 +224,7 @@ class _Fitted:
 
     @property
     def importance(self) -> np.ndarray:
-        return np.asarray(self.estimator.feature_importances_, dtype=np.float64)
+        return _zero_rounding(np.asarray(self.estimator.feature_importances_, dtype=np.float64))
 
 
 @dataclass(frozen=True)
@@ -268,7 +286,7 @@ class _DepthLimitedForest:
     @property
     def importance(self) -> np.ndarray:
         if self._full():
-            return np.asarray(self.forest.feature_importances_, dtype=np.float64)
+            return _zero_rounding(np.asarray(self.forest.feature_importances_, dtype=np.float64))
         n_features = self.forest.n_features_in_
         per_tree = []
         for est in self.forest.estimators_:
@@ -286,7 +304,7 @@ class _DepthLimitedForest:
             return np.zeros(n_features)
         mean = np.mean(per_tree, axis=0)
         total = mean.sum()
-        return mean / total if total > 0 else mean
+        return _zero_rounding(mean / total if total > 0 else mean)
 
 
 def _fit_forest(x: np.ndarray, y: np.ndarray, grid: Sequence[Any], random_state: int,
@@ -768,13 +786,14 @@ def dci(codes_train: Any, factors_train: Any, codes_test: Any, factors_test: Any
     test_err = fit.errors(x_test, test_t, nrmse_std, "the test set")
     train_err = fit.errors(p.x_train, train_t, nrmse_std, "the training set")
     held_err = {n: fit.errors(h[0], held_t[n], nrmse_std, f"heldout[{n!r}]") for n, h in held.items()}
-    return DCIResult(
+    result = DCIResult(
         disentanglement=dis, completeness=com, informativeness=float(test_err.mean()),
         informativeness_measure=p.spec.measure, importance=importance, code_disentanglement=code_d,
         code_relevance=rho, factor_completeness=factor_c, factor_error=test_err, factor_error_train=train_err,
         heldout=held_err, heldout_mean={n: float(e.mean()) for n, e in held_err.items()},
         hyperparameters=tuple(f.hyperparameters for f in fit.factors), regressor=regressor,
         selection=fit.selection, completeness_weighting=completeness, cyclic=cyclic, nrmse_std=nrmse_std)
+    return with_warnings(result, constant_code_warnings(p.x_train, "code (training split)"))
 
 
 def zero_shot_informativeness(codes_train: Any, factors_train: Any, codes_heldout: Any, factors_heldout: Any, *,
@@ -803,7 +822,8 @@ def zero_shot_informativeness(codes_train: Any, factors_train: Any, codes_heldou
         train_t, held_t = _targets(p.f_train, p.kinds, cyclic), _targets(f_held, p.kinds, cyclic)
     fit = _fit_prepared(p, cyclic, train_t)
     err = fit.errors(x_held, held_t, nrmse_std, "the held-out set")
-    return ZeroShotResult(
+    result = ZeroShotResult(
         informativeness=float(err.mean()), informativeness_measure=p.spec.measure, factor_error=err,
         hyperparameters=tuple(f.hyperparameters for f in fit.factors), regressor=regressor, selection=fit.selection,
         cyclic=cyclic, nrmse_std=nrmse_std)
+    return with_warnings(result, constant_code_warnings(p.x_train, "code (training split)"))

@@ -9,7 +9,8 @@ every code and every model. A value outside the range falls in the nearest edge 
 Q(s|x) of a Gaussian posterior N(mu, exp(logvar)) are either the exact integral of the density over
 the bin (``mass="cdf"``, appendix A.13; the two edge bins also take the tails, so each row sums to 1)
 or the authors' approximation, the density at the bin centre renormalised over the bins
-(``mass="pdf"``); a deterministic code (``logvar=None``) puts all its mass in the bin holding the value.
+(``mass="pdf"``; where that density is below 1e-5 at every centre, all the mass goes to the bin
+holding the mean, as in their code); a deterministic code (``logvar=None``) puts all its mass in the bin holding the value.
 Q(s) = mean over x of Q(s|x), and joints with a factor are Q(s, y) = (1/N) sum over x with class y of
 Q(s|x). From these:
 
@@ -43,7 +44,7 @@ from scipy import sparse
 from scipy.special import entr, logsumexp, ndtr
 
 from ._base import (MetricInputError, MetricResult, check_codes, check_posterior, check_positive_int, check_seed,
-                    discrete_factors)
+                    constant_code_warnings, discrete_factors, with_warnings)
 
 __all__ = [
     "DEFAULT_BINS",
@@ -83,6 +84,10 @@ _BLOCK_ENTRIES = 1 << 21
 _SAMPLE_BLOCK_ENTRIES = 1 << 20
 _TINY = np.finfo(np.float64).tiny
 _MAX_LOGVAR = 700.0
+#: ``mass="pdf"`` as the authors' code: variance and standard deviation floors of the density, and the
+#: density below which, at every bin centre, the posterior counts as a point at its mean
+_PDF_FLOOR = 1e-8
+_PDF_MIN_DENSITY = 1e-5
 
 
 # --------------------------------------------------------------------------- quantisation
@@ -115,15 +120,25 @@ def _mass_cdf(mu: np.ndarray, logvar: np.ndarray, edges: np.ndarray) -> np.ndarr
 
 
 def _mass_pdf(mu: np.ndarray, logvar: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """The authors' approximation (rows, B): the density at each bin centre times the bin width,
-    renormalised over the bins (appendix A.9). Computed as a softmax of the log-density, so a very
-    narrow posterior degrades to all mass on the bin of the nearest centre instead of underflowing."""
+    """The authors' approximation (rows, B), as their code computes it: the density at each bin centre
+    times the bin width, renormalised over the bins (appendix A.9), with their floors (variance and
+    standard deviation at least 1e-8); where the density at every bin centre is below 1e-5 (a
+    posterior far outside the range, or one so narrow that it falls between centres) all the mass goes
+    to the bin holding the mean instead. Computed as a softmax of the log-density, so nothing
+    underflows."""
     centres = 0.5 * (edges[:-1] + edges[1:])
-    var = np.maximum(np.exp(logvar), _TINY)[:, None]
+    var = np.maximum(np.exp(logvar), _PDF_FLOOR)[:, None]
+    sd = np.maximum(np.exp(0.5 * logvar), _PDF_FLOOR)
     sq = (centres[None, :] - mu[:, None]) ** 2
-    logits = -0.5 * (sq - sq.min(axis=1, keepdims=True)) / var
-    q = np.exp(logits)
-    return q / q.sum(axis=1, keepdims=True)
+    nearest = sq.min(axis=1, keepdims=True)
+    q = np.exp(-0.5 * (sq - nearest) / var)
+    q /= q.sum(axis=1, keepdims=True)
+    log_peak = -0.5 * nearest[:, 0] / var[:, 0] - np.log(sd) - 0.5 * math.log(2 * math.pi)
+    far = log_peak < math.log(_PDF_MIN_DENSITY)
+    if far.any():
+        q[far] = 0.0
+        q[np.flatnonzero(far), bin_index(mu[far], edges[0], edges[-1], len(centres))] = 1.0
+    return q
 
 
 #: Gaussian bin-mass estimators by name: (mu (rows,), logvar (rows,), edges (B+1,)) -> masses (rows, B)
@@ -428,6 +443,11 @@ def _jemmig_result(stats: _CodeStatistics, bins: int, low: float, high: float, m
                         top, second, bins, low, high, mass)
 
 
+def _constant(mu: np.ndarray, logvar: np.ndarray | None) -> tuple[str, ...]:
+    """The warning for code dimensions whose posterior (mean, and log-variance if given) is constant."""
+    return constant_code_warnings(mu, "code (posterior)" if logvar is not None else "code", logvar)
+
+
 def _prepare(mu: Any, logvar: Any, low: Any, high: Any, bins: Any,
              mass: Any) -> tuple[np.ndarray, np.ndarray | None, float, float, int, str]:
     m, lv = _check_inputs(mu, logvar)
@@ -444,7 +464,7 @@ def informativeness(mu: Any, logvar: Any = None, *, low: float = DEFAULT_LOW, hi
     normalisation, section 3.1). A deterministic code has H(z_i|x) = 0, so I(z_i; x) = H(z_i)."""
     m, lv, low, high, bins, mass = _prepare(mu, logvar, low, high, bins, mass)
     stats = _code_statistics(m, lv, None, low, high, bins, mass)
-    return _informativeness_result(stats, bins, low, high, mass)
+    return with_warnings(_informativeness_result(stats, bins, low, high, mass), _constant(m, lv))
 
 
 def misjed(mu: Any, logvar: Any = None, *, low: float = DEFAULT_LOW, high: float = DEFAULT_HIGH,
@@ -460,7 +480,7 @@ def misjed(mu: Any, logvar: Any = None, *, low: float = DEFAULT_LOW, high: float
         raise MetricInputError(f"MISJED scores pairs of codes; mu has {m.shape[1]} code dimension (need at least 2)")
     stats = _code_statistics(m, lv, None, low, high, bins, mass)
     info = _informativeness_result(stats, bins, low, high, mass)
-    return _misjed_result(m, stats, info, bins, low, high, mass)
+    return with_warnings(_misjed_result(m, stats, info, bins, low, high, mass), _constant(m, lv))
 
 
 def rmig(mu: Any, logvar: Any = None, factors: Any = None, *, classes: Any = None, low: float = DEFAULT_LOW,
@@ -473,7 +493,7 @@ def rmig(mu: Any, logvar: Any = None, factors: Any = None, *, classes: Any = Non
     m, lv, low, high, bins, mass = _prepare(mu, logvar, low, high, bins, mass)
     labels = _check_labels(factors, classes, len(m), factor_bins)
     stats = _code_statistics(m, lv, labels, low, high, bins, mass)
-    return _rmig_result(stats, bins, low, high, mass)
+    return with_warnings(_rmig_result(stats, bins, low, high, mass), _constant(m, lv))
 
 
 def jemmig(mu: Any, logvar: Any = None, factors: Any = None, *, classes: Any = None, low: float = DEFAULT_LOW,
@@ -486,7 +506,7 @@ def jemmig(mu: Any, logvar: Any = None, factors: Any = None, *, classes: Any = N
     m, lv, low, high, bins, mass = _prepare(mu, logvar, low, high, bins, mass)
     labels = _check_labels(factors, classes, len(m), factor_bins)
     stats = _code_statistics(m, lv, labels, low, high, bins, mass)
-    return _jemmig_result(stats, bins, low, high, mass)
+    return with_warnings(_jemmig_result(stats, bins, low, high, mass), _constant(m, lv))
 
 
 def do_tran(mu: Any, logvar: Any = None, factors: Any = None, classes: Any = None, *, low: float = DEFAULT_LOW,
@@ -500,9 +520,9 @@ def do_tran(mu: Any, logvar: Any = None, factors: Any = None, classes: Any = Non
     info = _informativeness_result(stats, bins, low, high, mass)
     pairs = _misjed_result(m, stats, info, bins, low, high, mass) if m.shape[1] >= 2 else None
     if labels is None:
-        return DoTranResult(info, pairs, None, None)
-    return DoTranResult(info, pairs, _rmig_result(stats, bins, low, high, mass),
-                        _jemmig_result(stats, bins, low, high, mass))
+        return with_warnings(DoTranResult(info, pairs, None, None), _constant(m, lv))
+    return with_warnings(DoTranResult(info, pairs, _rmig_result(stats, bins, low, high, mass),
+                                      _jemmig_result(stats, bins, low, high, mass)), _constant(m, lv))
 
 
 # --------------------------------------------------------------------------- sampled metrics
@@ -693,8 +713,9 @@ def wsepin(mu: Any, logvar: Any, *, n_samples: int = 10_000, k: int = 3, seed: i
     terms = _sampled_terms(m, lv, n_samples, seed, chunk, precision)
     sepin = terms.total - terms.without
     rho = _weights(terms.code)
-    return SEPINResult(float(np.dot(rho, sepin)), _top_k_mean(sepin, k), sepin, rho, terms.code, terms.total,
-                       terms.without, terms.dependence, k, n_samples, seed, precision)
+    result = SEPINResult(float(np.dot(rho, sepin)), _top_k_mean(sepin, k), sepin, rho, terms.code, terms.total,
+                         terms.without, terms.dependence, k, n_samples, seed, precision)
+    return with_warnings(result, _constant(m, lv))
 
 
 def windin(mu: Any, logvar: Any, *, n_samples: int = 10_000, k: int = 3, seed: int = 0, chunk: int | None = None,
@@ -707,5 +728,6 @@ def windin(mu: Any, logvar: Any, *, n_samples: int = 10_000, k: int = 3, seed: i
     terms = _sampled_terms(m, lv, n_samples, seed, chunk, precision)
     indin = terms.code - terms.dependence
     rho = _weights(terms.code)
-    return INDINResult(float(np.dot(rho, indin)), _top_k_mean(indin, k), indin, rho, terms.code, terms.total,
-                       terms.without, terms.dependence, k, n_samples, seed, precision)
+    result = INDINResult(float(np.dot(rho, indin)), _top_k_mean(indin, k), indin, rho, terms.code, terms.total,
+                         terms.without, terms.dependence, k, n_samples, seed, precision)
+    return with_warnings(result, _constant(m, lv))

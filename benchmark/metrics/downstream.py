@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 
-from ._base import (MetricInputError, MetricResult, check_classes, check_codes, check_factors,
-                    check_positive_int, check_seed, factor_classes)
+from ._base import (MetricInputError, MetricResult, check_classes, check_codes, check_factors, check_positive_int,
+                    check_seed, constant_code_warnings, factor_classes, with_warnings)
 
 __all__ = ["DownstreamResult", "single_code_accuracy"]
 
@@ -83,4 +83,5 @@ def single_code_accuracy(codes: Any, factors: Any, *, classes: Any = None, group
             forest.fit(z[train, i:i + 1], labels[train, j])
             accuracy[i, j] = float(np.mean(forest.predict(z[test, i:i + 1]) == labels[test, j]))
     factor_accuracy = accuracy.max(axis=0)
-    return DownstreamResult(float(factor_accuracy.mean()), factor_accuracy, accuracy, chance, len(train), len(test))
+    return with_warnings(DownstreamResult(float(factor_accuracy.mean()), factor_accuracy, accuracy, chance, len(train),
+                                          len(test)), constant_code_warnings(z))

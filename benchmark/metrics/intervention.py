@@ -31,7 +31,8 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from ._base import MetricInputError, MetricResult, check_codes, check_positive_int, check_seed
+from ._base import (MetricInputError, MetricResult, _listed, check_codes, check_positive_int, check_seed,
+                    constant_dims_warnings, with_warnings)
 from .samplers import check_sampler
 
 __all__ = ["BetaVAEResult", "FactorVAEResult", "beta_vae_score", "factor_vae_score"]
@@ -98,6 +99,9 @@ class _Representation:
         self.sampler, self.encoder = sampler, encoder
         self.batch = batch if encoder is not None else max(batch, SAMPLE_BLOCK)
         self.dim: int | None = None
+        self.low: np.ndarray | None = None  # per-code minimum and maximum over every code seen
+        self.high: np.ndarray | None = None
+        self.seen = 0
         self.what = "the codes the sampler observed (no encoder was given)" if encoder is None else "the encoder output"
 
     def _encode(self, values: np.ndarray) -> np.ndarray:
@@ -115,7 +119,18 @@ class _Representation:
         elif codes.shape[1] != self.dim:
             raise MetricInputError(f"{self.what} has {codes.shape[1]} columns in one call and {self.dim} in another; "
                                    "the code dimension must not change")
+        if len(codes):
+            low, high = codes.min(axis=0), codes.max(axis=0)
+            self.low = low if self.low is None else np.minimum(self.low, low)
+            self.high = high if self.high is None else np.maximum(self.high, high)
+            self.seen += len(codes)
         return codes
+
+    def constant_warnings(self) -> tuple[str, ...]:
+        """The warning naming the codes that took one value on every observation encoded."""
+        if self.low is None:
+            return ()
+        return constant_dims_warnings(np.flatnonzero(self.low == self.high), len(self.low), self.seen)
 
     def __call__(self, values: np.ndarray) -> np.ndarray:
         parts = [self._encode(values[a:a + self.batch]) for a in range(0, len(values), self.batch)]
@@ -174,7 +189,8 @@ def beta_vae_score(sampler: Any, encoder: Encoder | None = None, *, batch_size: 
     Each point: draw a factor k uniformly; draw ``batch_size`` pairs of factor values, the two members of
     a pair independent except that they share factor k's value; encode both; the point's feature is
     mean_l |z(v1_l) - z(v2_l)| (D,) and its label is k. A logistic regression (scikit-learn, C = 1,
-    lbfgs, multinomial) is fitted on ``n_train`` points; the score is its accuracy on ``n_eval`` new points.
+    lbfgs, multinomial, ``max_iter=1000``: disentanglement_lib's default of 100 iterations can stop
+    short, so it matches this score exactly only with ``max_iter=1000``) is fitted on ``n_train`` points; the score is its accuracy on ``n_eval`` new points.
     A training set with a single label gives a constant classifier.
     """
     k, batch_size, n_train, n_eval, seed, encoder_batch = _check_common(
@@ -191,7 +207,7 @@ def beta_vae_score(sampler: Any, encoder: Encoder | None = None, *, batch_size: 
         predict = model.predict
     train_accuracy = float(np.mean(predict(x_train) == y_train))
     eval_accuracy = float(np.mean(predict(x_eval) == y_eval))
-    return BetaVAEResult(eval_accuracy, train_accuracy, eval_accuracy)
+    return with_warnings(BetaVAEResult(eval_accuracy, train_accuracy, eval_accuracy), rep.constant_warnings())
 
 
 # --------------------------------------------------------------------------- FactorVAE
@@ -216,6 +232,22 @@ def _factor_vae_votes(rep: _Representation, sampler: Any, k: int, batch_size: in
     return votes.reshape(d, k)
 
 
+def _pruning_warnings(global_std: np.ndarray, active: np.ndarray, threshold: float, n: int) -> tuple[str, ...]:
+    """The warning naming the codes the pruning rule left out (and which of them are constant)."""
+    pruned = np.flatnonzero(~active)
+    if not pruned.size:
+        return ()
+    constant = np.flatnonzero(global_std == 0)
+    text = (f"{pruned.size} of {len(active)} codes {'has' if pruned.size == 1 else 'have'} a std below the pruning threshold {threshold:g} over {n} "
+            f"samples (dimension{'s' if pruned.size > 1 else ''} {_listed(pruned)}, largest such std "
+            f"{float(global_std[pruned].max()):.3g}"
+            + (f"; constant: {_listed(constant)}" if constant.size else "") + ") and take no part in the vote")
+    if not active.any():
+        text += ("; no code is left, so the score is 0 by the original rule whatever the codes encode: "
+                 "codes on a smaller scale than the threshold need rescaling (or a lower prune_threshold)")
+    return (text,)
+
+
 def factor_vae_score(sampler: Any, encoder: Encoder | None = None, *, batch_size: int = 64, n_train: int = 10_000,
                      n_eval: int = 5_000, n_variance: int = 10_000, prune_threshold: float = 0.05, seed: int = 0,
                      encoder_batch: int = 4096) -> FactorVAEResult:
@@ -226,7 +258,8 @@ def factor_vae_score(sampler: Any, encoder: Encoder | None = None, *, batch_size
     share one value of factor k; its vote is d* = argmin over active d of Var_batch(z_d) / s_d^2 (ddof 1),
     counted in votes[d*, k]. The majority-vote classifier maps each code d to argmax_k votes[d, k]
     (ties and codes without votes: the lowest k); the score is its accuracy on ``n_eval`` new points.
-    With no active code the score, both accuracies and the votes are 0.
+    With no active code the score, both accuracies and the votes are 0. ``warnings`` names the pruned
+    codes whenever the rule leaves any out (and says so when it leaves none in).
     """
     k, batch_size, n_train, n_eval, seed, encoder_batch = _check_common(
         sampler, encoder, batch_size, n_train, n_eval, seed, encoder_batch, min_batch=2)
@@ -242,8 +275,10 @@ def factor_vae_score(sampler: Any, encoder: Encoder | None = None, *, batch_size
     global_std = np.sqrt(global_var)
     active = (global_std >= prune_threshold) & (global_std > 0)
     d = len(global_std)
+    warnings = _pruning_warnings(global_std, active, prune_threshold, n_variance)
     if not active.any():
-        return FactorVAEResult(0.0, 0.0, 0.0, 0, active, np.zeros((d, k), dtype=np.int64), global_std)
+        return FactorVAEResult(0.0, 0.0, 0.0, 0, active, np.zeros((d, k), dtype=np.int64), global_std,
+                               warnings=warnings)
     train_votes = _factor_vae_votes(rep, sampler, k, batch_size, n_train, np.random.default_rng(train_ss),
                                     global_var, active)
     eval_votes = _factor_vae_votes(rep, sampler, k, batch_size, n_eval, np.random.default_rng(eval_ss),
@@ -253,4 +288,4 @@ def factor_vae_score(sampler: Any, encoder: Encoder | None = None, *, batch_size
     train_accuracy = float(train_votes[codes, assigned].sum() / n_train)
     eval_accuracy = float(eval_votes[codes, assigned].sum() / n_eval)
     return FactorVAEResult(eval_accuracy, train_accuracy, eval_accuracy, int(active.sum()), active, train_votes,
-                           global_std)
+                           global_std, warnings=warnings)

@@ -50,7 +50,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ._base import (MetricInputError, MetricResult, check_classes, check_codes, check_factors, check_kinds,
-                    check_positive_int, check_seed, equal_width_bins, factor_classes)
+                    check_positive_int, check_seed, constant_code_warnings, equal_width_bins, factor_classes,
+                    with_warnings)
 
 __all__ = ["AVERAGES", "ESTIMATORS", "IRSResult", "WEIGHTINGS", "irs", "is_full_crossed", "row_group_ids"]
 
@@ -367,7 +368,8 @@ def irs(codes: Any, factors: Any, *, classes: Any = None, kinds: Sequence[str] |
         parents[active] = matrix_a.argmax(axis=1)
         w = WEIGHTINGS[weighting](max_dev[active])
         score = float(np.clip(np.dot(w, code_scores[active]) / w.sum(), 0.0, 1.0))
-    return IRSResult(score=score, code_scores=code_scores, irs_matrix=irs_matrix, empida=empida,
-                     max_deviation=max_dev, parents=parents, active=active, num_active=int(active.sum()),
-                     estimator=used, n_classes=n_classes, quantile=q, average=average, weighting=weighting,
-                     n_samples=n)
+    result = IRSResult(score=score, code_scores=code_scores, irs_matrix=irs_matrix, empida=empida,
+                       max_deviation=max_dev, parents=parents, active=active, num_active=int(active.sum()),
+                       estimator=used, n_classes=n_classes, quantile=q, average=average, weighting=weighting,
+                       n_samples=n)
+    return with_warnings(result, constant_code_warnings(x))

@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._base import MetricInputError, MetricResult
+from ._base import MetricInputError, MetricResult, constant_code_warnings, with_warnings
 
 __all__ = ["LSBDObjectsResult", "LSBDResult", "OMEGA_SEARCHES", "REDUCTIONS", "d_lsbd", "d_lsbd_objects"]
 
@@ -223,7 +223,7 @@ def d_lsbd(codes: Any, *, omegas: Iterable[int] = DEFAULT_OMEGAS, reduction: str
         if degenerate[k]:
             scores[k] = 1.0 - 1.0 / n_total
     subgroup_scores, best = _best(scores, grid)
-    return LSBDResult(
+    result = LSBDResult(
         score=REDUCTIONS[reduction](subgroup_scores),
         subgroup_scores=subgroup_scores,
         omegas=best.astype(np.int64),
@@ -235,6 +235,7 @@ def d_lsbd(codes: Any, *, omegas: Iterable[int] = DEFAULT_OMEGAS, reduction: str
         chance=REDUCTIONS[reduction](np.full(k_groups, 1.0 - 1.0 / n_total)),
         reduction=reduction,
     )
+    return with_warnings(result, constant_code_warnings(z))
 
 
 # --------------------------------------------------------------------------- objects x rotations
@@ -309,7 +310,7 @@ def d_lsbd_objects(codes: Any, *, omegas: Iterable[int] = DEFAULT_OMEGAS,
     scores = _dispersion(c, np.mean(np.abs(c) ** 2, axis=1), n_rot, grid)
     scores[degenerate] = 1.0 - 1.0 / n_rot
     object_scores, best = OMEGA_SEARCHES[omega_search](scores, grid)
-    return LSBDObjectsResult(
+    result = LSBDObjectsResult(
         score=float(object_scores.mean()),
         object_scores=object_scores,
         omegas=best.astype(np.int64),
@@ -321,3 +322,4 @@ def d_lsbd_objects(codes: Any, *, omegas: Iterable[int] = DEFAULT_OMEGAS,
         chance=1.0 - 1.0 / n_rot,
         omega_search=omega_search,
     )
+    return with_warnings(result, constant_code_warnings(z))

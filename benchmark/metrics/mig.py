@@ -19,7 +19,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._base import MetricResult, check_codes, check_positive_int, discrete_factors, equal_width_bins
+from ._base import (MetricResult, check_codes, check_positive_int, constant_code_warnings, discrete_factors,
+                    equal_width_bins, with_warnings)
 from ._information import entropies, mutual_information_matrix
 
 __all__ = ["MIGResult", "binned_mutual_information", "discrete_factors", "first_appearance_labels", "mig",
@@ -88,4 +89,4 @@ def mig(codes: Any, factors: Any, *, classes: Any = None, bins: int = 20, factor
     # Plug-in estimates satisfy I(c; v) <= H(v); clip only against rounding.
     gaps = np.clip(top_two_gap(mi) / h, 0.0, 1.0)
     top = np.argmax(mi, axis=0).astype(np.int64)
-    return MIGResult(math.fsum(gaps) / len(gaps), gaps, mi, h, top)
+    return with_warnings(MIGResult(math.fsum(gaps) / len(gaps), gaps, mi, h, top), constant_code_warnings(z))

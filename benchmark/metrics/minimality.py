@@ -24,8 +24,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._base import (MetricInputError, MetricResult, check_classes, check_codes, check_factors,
-                    check_positive_int, check_seed, equal_width_bins, factor_classes)
+from ._base import (MetricInputError, MetricResult, check_classes, check_codes, check_factors, check_positive_int,
+                    check_seed, constant_code_warnings, equal_width_bins, factor_classes, with_warnings)
 from ._information import entropies, mutual_information_matrix
 
 __all__ = ["CONSTANT_CODE_RULES", "MinimalitySufficiencyResult", "minimality_sufficiency"]
@@ -127,7 +127,7 @@ def minimality_sufficiency(codes: Any, factors: Any, *, classes: Any = None, bin
     code_minimality = m.max(axis=0)
     factor_sufficiency = s.max(axis=1)
     minimality = CONSTANT_CODE_RULES[constant_codes](code_minimality, informative)
-    return MinimalitySufficiencyResult(
+    result = MinimalitySufficiencyResult(
         minimality=minimality,
         sufficiency=float(factor_sufficiency.mean()),
         m=m,
@@ -141,3 +141,4 @@ def minimality_sufficiency(codes: Any, factors: Any, *, classes: Any = None, bin
         constant_codes=constant_codes,
         n_samples=len(z),
     )
+    return with_warnings(result, constant_code_warnings(z))

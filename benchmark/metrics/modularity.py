@@ -47,7 +47,8 @@ from scipy.stats import rankdata
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
-from ._base import (MetricInputError, MetricResult, check_codes, check_positive_int, check_seed)
+from ._base import (MetricInputError, MetricResult, check_codes, check_positive_int, check_seed,
+                    constant_code_warnings, with_warnings)
 from .mig import binned_mutual_information, discrete_factors
 from .sap import split_indices
 
@@ -119,7 +120,7 @@ def modularity(codes: Any, factors: Any, *, classes: Any = None, bins: int = 20,
     scores, informative = modularity_from_information(mi)
     score = math.fsum(scores[informative]) / int(informative.sum()) if informative.any() else 0.0
     top = np.where(informative, np.argmax(mi, axis=1), -1).astype(np.int64)
-    return ModularityResult(float(score), scores, informative, mi, top)
+    return with_warnings(ModularityResult(float(score), scores, informative, mi, top), constant_code_warnings(z))
 
 
 def roc_auc(scores: np.ndarray, positive: np.ndarray) -> float:
@@ -192,5 +193,6 @@ def explicitness(codes: Any, factors: Any, *, classes: Any = None, test_fraction
                                                             seed)
             train_scores[j] = _mean_auc(d_train, model_classes, y_train)
             test_scores[j] = _mean_auc(d_test, model_classes, y_test)
-    return ExplicitnessResult(math.fsum(test_scores) / k, test_scores, math.fsum(train_scores) / k, train_scores,
-                              len(train), len(test))
+    result = ExplicitnessResult(math.fsum(test_scores) / k, test_scores, math.fsum(train_scores) / k, train_scores,
+                                len(train), len(test))
+    return with_warnings(result, constant_code_warnings(z))

@@ -43,7 +43,8 @@ import numpy as np
 from sklearn.svm import LinearSVC
 from sklearn.tree import DecisionTreeClassifier
 
-from ._base import MetricInputError, MetricResult, check_classes, check_codes, check_factors, check_seed
+from ._base import (MetricInputError, MetricResult, check_classes, check_codes, check_factors, check_seed,
+                    constant_code_warnings, with_warnings)
 from .mig import discrete_factors, top_two_gap
 
 __all__ = ["SAPResult", "SAP_MODES", "adjusted_balanced_accuracy", "check_fraction", "sap", "split_indices"]
@@ -612,4 +613,4 @@ def sap(codes: Any, factors: Any, *, classes: Any = None, mode: str = "continuou
     matrix = SAP_MODES[mode](_Inputs(z, y, labels, train, test, float(svm_C), seed))
     gaps = np.clip(top_two_gap(matrix), 0.0, 1.0)
     top = np.argmax(matrix, axis=0).astype(np.int64)
-    return SAPResult(math.fsum(gaps) / len(gaps), gaps, matrix, top, mode)
+    return with_warnings(SAPResult(math.fsum(gaps) / len(gaps), gaps, matrix, top, mode), constant_code_warnings(z))
