@@ -15,8 +15,10 @@ import datetime as _dt
 import io
 import json
 import math
+import os
 import platform
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -133,17 +135,31 @@ def _stop_signals() -> Iterator[threading.Event]:
             signal.signal(s, h)
 
 
-def _prepare_run_dir(run_dir: Path, spec: RunSpec, *, resume: bool, force: bool) -> str:
-    """Check the run directory before any work; returns "new", "resume" or "complete"."""
+def _check_writable(run_dir: Path) -> None:
+    """The run directory is (or can be made) a writable directory: checked before any data is prepared,
+    without creating anything."""
     if run_dir.exists() and not run_dir.is_dir():
         raise FactorbenchError(f"--out {run_dir} is a file; give a directory for the run")
+    existing = run_dir
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise FactorbenchError(f"cannot create {run_dir}: {existing} is a file; choose another --out")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".factorbench-write-test", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise FactorbenchError(f"cannot write into {existing} ({exc.strerror or exc}); choose a writable --out") from None
+
+
+def _prepare_run_dir(run_dir: Path, spec: RunSpec, *, resume: bool, force: bool) -> str:
+    """Check the run directory against the run; returns "new", "resume" or "complete"."""
+    _check_writable(run_dir)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        probe = run_dir / ".write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
     except OSError as exc:
-        raise FactorbenchError(f"cannot write into {run_dir} ({exc.strerror or exc}); choose a writable --out") from None
+        raise FactorbenchError(f"cannot create {run_dir} ({exc.strerror or exc}); choose a writable --out") from None
     present = {p.name for p in run_dir.iterdir()} - {f + ".tmp" for f in RUN_FILES} - {SNAPSHOTS}
     if RUN_JSON not in present:
         if present - set(RUN_FILES):
@@ -214,6 +230,7 @@ def train(config: ModelConfig, dataset: str | Path, run_dir: str | Path, *, spli
     precision = choose_precision(options.precision, device)
     if options.log_every < 1 or options.checkpoint_every_s <= 0:
         raise FactorbenchError("log_every and checkpoint_every_s must be positive")
+    _check_writable(run_dir)
     path = resolve_dataset(dataset, source=source, progress=options.progress)
     data = TrainingData(path, split, memory_limit=options.memory_limit)
     try:

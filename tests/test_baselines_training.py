@@ -274,3 +274,34 @@ def test_cli_ctrl_c_checkpoints_and_resumes(generated, tmp_path):
     assert _checkpoint_step(run) > step
     steps_logged = [int(line.split(",")[0]) for line in (run / "log.csv").read_text().splitlines()[1:]]
     assert steps_logged == sorted(steps_logged) and len(set(steps_logged)) == len(steps_logged)
+
+
+def test_unwritable_out_is_refused_before_the_data_is_prepared(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FACTORBENCH_DATA", str(tmp_path / "cache"))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert cli(["train", "vae", "--dataset", "square", "--out", str(blocker / "run")]) == 2
+    assert "is a file" in capsys.readouterr().err
+    assert not (tmp_path / "cache").exists()  # nothing generated, nothing left behind
+
+
+def test_cli_train_then_evaluate_the_run(tmp_path, monkeypatch, capsys):
+    """The README's flow at a small scale: train on a dataset name (the protocol cache's copy), evaluate
+    run:RUN_DIR, retrain is a no-op, show-run redraws the picture."""
+    monkeypatch.setenv("FACTORBENCH_DATA", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    train_args = ["train", "beta-vae", "--dataset", "square", "--split", "all", "--out", "runs/b", "--steps", "20",
+                  "--threads", "1", "--quiet"] + [f"--param={k}={v}" for k, v in TINY.items()]
+    assert cli(train_args) == 0
+    assert "trained beta-vae for 20 steps" in capsys.readouterr().out
+    assert (tmp_path / "runs/b/samples.png").stat().st_size > 0
+    assert cli(train_args) == 0
+    assert "not retrained" in capsys.readouterr().out
+    assert cli(["evaluate", "square-lsbd-v1", "--encoder", "run:runs/b", "--only", "d_lsbd", "--quiet"]) == 0
+    result = json.loads((tmp_path / "square-lsbd-v1.b.json").read_text())
+    assert result["training"]["model"] == "beta-vae" and result["training"]["budget"]["steps"] == 20
+    assert result["posterior"] is True and result["code_dim"] == 3
+    assert cli(["show-run", "runs/b", "--out", "again.png"]) == 0
+    assert (tmp_path / "again.png").stat().st_size > 0
+    assert cli(["show-run", "runs/b", "--out", "again.png"]) == 2
+    assert "--force" in capsys.readouterr().err
