@@ -69,6 +69,7 @@ class TrainingData:
         if len(self.rows) == 0:
             raise FactorbenchError(f"split {split!r} of {self.path} is empty")
         self.split = split
+        self._orders: dict[tuple[int, int], np.ndarray] = {}
         self.image_shape: tuple[int, int, int] = tuple(int(s) for s in ds.spec.image_shape)  # type: ignore[assignment]
         nbytes = len(self.rows) * int(np.prod(self.image_shape))
         self.in_memory = nbytes <= memory_limit
@@ -95,8 +96,17 @@ class TrainingData:
         out = np.empty(batch_size, dtype=np.int64)
         for epoch in np.unique(epochs):
             mask = epochs == epoch
-            out[mask] = np.random.default_rng([seed, int(epoch)]).permutation(n)[offsets[mask]]
+            out[mask] = self._permutation(seed, int(epoch))[offsets[mask]]
         return out
+
+    def _permutation(self, seed: int, epoch: int) -> np.ndarray:
+        """The order of ``epoch`` (the last two are kept: a batch may straddle two epochs)."""
+        key = (seed, epoch)
+        if key not in self._orders:
+            if len(self._orders) >= 2:
+                self._orders.pop(next(iter(self._orders)))
+            self._orders[key] = np.random.default_rng([seed, epoch]).permutation(len(self.rows))
+        return self._orders[key]
 
     def batch(self, step: int, batch_size: int, seed: int) -> np.ndarray:
         """uint8 images (B, H, W, C) of the batch of ``step``."""
