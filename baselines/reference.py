@@ -4,8 +4,8 @@ that runs without outside data, written to ``benchmark/reference/<protocol>/<enc
     python -m factorbench.baselines.reference [--protocol NAME ...] [--encoder ideal random pca] [--force]
 
 Each run prints its wall time (dataset preparation, encoding, metrics); datasets come from the cache
-(``$FACTORBENCH_DATA``) and are generated there on first use. The written files drop the local path
-of the dataset (its spec hash and manifest hashes identify it).
+(``$FACTORBENCH_DATA``) and are generated there on first use. Results hold no local path (the dataset's
+spec hash and the hashes of its data identify it).
 """
 
 from __future__ import annotations
@@ -34,8 +34,7 @@ def run(protocol: str, encoder: str, out_dir: Path, force: bool = False) -> Path
     start = time.perf_counter()
     result = evaluate(protocol, encoder, progress=False)
     wall = time.perf_counter() - start
-    dataset = {k: v for k, v in result.dataset.items() if k != "path"}
-    result = dataclasses.replace(result, model=encoder, dataset=dataset, timings={**result.timings, "wall": wall})
+    result = dataclasses.replace(result, model=encoder, timings={**result.timings, "wall": wall})
     result.save(out, force=True)
     print(f"{protocol:<22} {encoder:<7} {wall:7.1f} s (prepare {result.timings['prepare_dataset']:.1f} s, "
           f"encode {result.timings['encode']:.1f} s)  -> {out}", flush=True)

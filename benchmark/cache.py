@@ -2,11 +2,15 @@
 
 Files live in ``$FACTORBENCH_DATA`` (default ``$XDG_CACHE_HOME/factorbench``, i.e.
 ``~/.cache/factorbench``), one file per dataset spec, named ``<generator>-<spec hash[:16]>.h5``.
-Generation shows a progress bar, resumes after an interruption (the writer keeps a ``.partial``
-file) and ends with a full :func:`~factorbench.benchmark.verify.verify` (every content hash). Every
-later use checks, cheaply and exactly, that the file's spec hash is the protocol's, that its factor
-values equal the ones the spec defines and that each split's indices equal the ones its split spec
-assigns; ``verify_images=True`` re-hashes the images against the manifest as well.
+Generation shows a progress bar and resumes after an interruption (the writer keeps a ``.partial``
+file). A file is fully verified (every content hash recomputed, :func:`~factorbench.benchmark.verify.verify`)
+on first use and again whenever it changed since its last verification: the verification is recorded
+beside the file (``<file>.verified.json``: its size, inode, modification and status-change times, and
+the hashes found), and any change of those re-runs it, so a file rewritten in place (valid HDF5,
+other pixels) is noticed. :func:`verified_hashes` returns the hashes of the data as verified; they go
+into every result. Every use also checks, exactly, that the file's spec hash is the protocol's, that
+its factor values equal the ones the spec defines and that each split's indices equal the ones its
+split spec assigns.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import numpy as np
 
 from factorbench import generators
 from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.outputs import check_writable_dir
 from factorbench.generators.params import params_to_dict
 from factorbench.generators.presets import default_partition, resolve_split
 from factorbench.generators.spec import DatasetSpec, canonical_json
@@ -30,7 +35,15 @@ from .dataset import Dataset, load
 from .protocols.base import DatasetRef
 from .verify import verify
 
-__all__ = ["data_dir", "dataset_spec", "prepare_dataset"]
+__all__ = ["DataChanged", "data_dir", "dataset_spec", "expected_rows", "file_state", "prepare_dataset",
+           "verified_hashes"]
+
+#: suffix of the record of a cached file's last full verification
+STAMP_SUFFIX = ".verified.json"
+
+
+class DataChanged(FactorbenchError):
+    """A dataset file changed since it was last verified, or while it was being read."""
 
 
 def data_dir() -> Path:
@@ -39,6 +52,65 @@ def data_dir() -> Path:
         return Path(os.environ["FACTORBENCH_DATA"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "factorbench"
+
+
+def _ensure_data_dir(directory: Path) -> None:
+    """Create the cache folder, or say clearly why it cannot be (a file in the way, no permission)."""
+    setting = "$FACTORBENCH_DATA" if os.environ.get("FACTORBENCH_DATA") else "the cache folder"
+    if directory.exists() and not directory.is_dir():
+        raise FactorbenchError(f"{setting} {directory} is a file, not a directory; point FACTORBENCH_DATA at a "
+                               "folder (it is created if missing)")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FactorbenchError(f"cannot create {setting} {directory} ({exc.strerror or exc}); point "
+                               "FACTORBENCH_DATA at a writable folder") from None
+    check_writable_dir(directory, f"the dataset cache ({setting})")
+
+
+def file_state(path: str | os.PathLike) -> dict[str, int]:
+    """What changes whenever a file's bytes do: size, inode, modification and status-change times
+    (the status-change time cannot be set back by a user)."""
+    st = os.stat(path)
+    return {"size": st.st_size, "inode": st.st_ino, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns}
+
+
+def _stamp_path(path: Path) -> Path:
+    return path.with_name(path.name + STAMP_SUFFIX)
+
+
+def verified_hashes(path: str | os.PathLike, *, force: bool = False, progress: bool = False) -> dict[str, str]:
+    """The sha256 of every array of ``path`` (images, factors, classes, splits), as recomputed by a
+    full verification. The file is re-verified when it changed since its last verification (or with
+    ``force``); a file that fails raises :class:`DataChanged`."""
+    path = Path(path)
+    state = file_state(path)
+    stamp = _stamp_path(path)
+    if not force:
+        try:
+            record = json.loads(stamp.read_text())
+            if record.get("file") == state and isinstance(record.get("sha256"), dict):
+                return dict(record["sha256"])
+        except (OSError, ValueError):
+            pass
+        if stamp.exists() and progress:
+            print(f"{path} changed since it was last verified: verifying every hash again")
+    report = verify(path)
+    if not report.ok:
+        raise DataChanged(f"{path} failed verification ({'; '.join(report.problems)}): it changed since it was "
+                          "written; delete it (and its .verified.json) and run again to regenerate it")
+    with load(path) as ds:
+        hashes = dict(ds.manifest["sha256"])  # verified: equal to the hashes of the bytes read
+    if file_state(path) != state:
+        raise DataChanged(f"{path} changed while it was being verified; make sure nothing else writes it, "
+                          "then run again")
+    tmp = stamp.with_name(stamp.name + ".tmp")
+    try:  # a read-only cache still works: it is verified in full on every use
+        tmp.write_text(json.dumps({"file": state, "sha256": hashes}, indent=1, sort_keys=True))
+        os.replace(tmp, stamp)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+    return hashes
 
 
 def _generator(ref: DatasetRef, source: str | os.PathLike | None, backend: str | None):
@@ -106,12 +178,27 @@ def dataset_spec_params(ref: DatasetRef) -> dict[str, Any]:
     return json.loads(canonical_json(params_to_dict(generators.get(ref.generator, ref.params).params)))
 
 
+def expected_rows(ref: DatasetRef, *, source: str | os.PathLike | None = None,
+                  directory: str | os.PathLike | None = None) -> int:
+    """How many images the dataset file of ``ref`` holds, without generating it."""
+    if ref.needs_source and source is None:
+        with load(_find_cached(ref, Path(directory) if directory is not None else data_dir())) as ds:
+            return len(ds)
+    return dataset_spec(ref, source).n
+
+
 def prepare_dataset(ref: DatasetRef, *, source: str | os.PathLike | None = None, backend: str | None = None,
                     directory: str | os.PathLike | None = None, progress: bool = True,
                     verify_images: bool = False) -> Path:
-    """The cached file of ``ref``: generated (and fully verified) on first use, checked on every use,
-    with the reference's extra splits added. Returns its path."""
+    """The cached file of ``ref``: generated on first use, fully verified on first use and whenever it
+    changed since (``verify_images=True``: always), checked on every use, with the reference's extra
+    splits added. Returns its path; :func:`verified_hashes` gives the hashes of its data.
+
+    ``backend`` picks the renderer of a 3D dataset when it is generated; a cached copy rendered by
+    another backend is refused (use another cache folder to keep both)."""
     directory = Path(directory) if directory is not None else data_dir()
+    if directory.exists() and not directory.is_dir():
+        _ensure_data_dir(directory)  # raises the clear error
     if ref.needs_source and source is None:
         path = _find_cached(ref, directory)
         with load(path) as ds:
@@ -123,22 +210,20 @@ def prepare_dataset(ref: DatasetRef, *, source: str | os.PathLike | None = None,
         path = directory / f"{ref.generator}-{spec.hash()[:16]}.h5"
     extra = _extra_splits(ref, spec)
     if not path.exists():
-        directory.mkdir(parents=True, exist_ok=True)
+        _ensure_data_dir(directory)
         if progress:
             print(f"generating {ref.generator} ({spec.n} images) into {path} (first use; later runs reuse it)")
         write_dataset(gen, path, seed=ref.seed, n=ref.n, progress=progress)
-        report = verify(path)
-        if not report.ok:
-            raise FactorbenchError(f"{path} failed verification right after generation: {report.problems}")
-    elif verify_images:
-        report = verify(path)
-        if not report.ok:
-            raise FactorbenchError(f"{path} failed verification ({'; '.join(report.problems)}); delete it and run again")
     with load(path) as ds:
         present = set(ds.split_names)
+        renderer = str(ds.manifest.get("renderer", ""))
+    if backend is not None and backend != "auto" and f" via {backend}" not in renderer:
+        raise FactorbenchError(f"{path} was rendered by {renderer or 'another renderer'}, not the {backend} backend; "
+                               "use another cache folder (FACTORBENCH_DATA) to keep copies of both")
     for split in extra:
         if not set(split.names) <= present:
             add_split(path, split)
+    verified_hashes(path, force=verify_images, progress=progress)
     with load(path) as ds:
         _check(ds, gen, spec, extra)
     return path

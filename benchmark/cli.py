@@ -7,7 +7,7 @@ import json
 import sys
 import textwrap
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from factorbench import generators
 from factorbench.generators.errors import FactorbenchError
@@ -91,8 +91,9 @@ def _info(p: argparse.ArgumentParser) -> None:
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="show the dataset with these parameters")
 
     def run(args: argparse.Namespace) -> int:
-        if args.target not in generators.list_datasets() and Path(args.target).is_file():
-            _print_file_info(args.target)
+        target = Path(args.target)
+        if args.target not in generators.list_datasets() and (target.exists() or target.suffix or "/" in args.target):
+            _print_file_info(args.target)  # a path (says "no such file" when it is missing)
         else:
             _print_generator_info(args.target, parse_param_assignments(args.param))
         return 0
@@ -244,21 +245,38 @@ def _evaluate(p: argparse.ArgumentParser) -> None:
     def run(args: argparse.Namespace) -> int:
         import dataclasses
 
-        from .evaluation import evaluate, load_codes
+        from factorbench.generators.outputs import check_output_dir, check_output_file
 
+        from .evaluation import check_codes, evaluate, load_codes
+        from .protocols import get_protocol
+
+        # everything that can be checked is checked before any data is generated or encoded
+        protocol = get_protocol(args.protocol)
+        if args.only:
+            for label in args.only:
+                protocol.metric(label)
         model = args.model or _default_model_name(args.encoder, args.codes)
-        out = Path(args.out) if args.out else Path(f"{args.protocol}.{model}.json")
-        if out.exists() and not args.force:
-            raise FactorbenchError(f"{out} exists; pass --force to replace it or --out to write elsewhere")
-        if args.plots:  # refuse existing plots before the evaluation runs, as the result file
+        out = check_output_file(Path(args.out) if args.out else Path(f"{args.protocol}.{model}.json"), args.force)
+        if args.plots:  # refuse existing plots (without --force) and directories in their place, as the result file
             from .plots import check_plot_paths, plot_paths
-            from .protocols import get_protocol
 
-            calls = [(c.label, c.metric) for c in get_protocol(args.protocol).metrics
-                     if not args.only or c.label in args.only]
+            _check_plot_targets(check_output_dir(args.plots, "--plots"), protocol, args.only)
+            calls = [(c.label, c.metric) for c in protocol.metrics if not args.only or c.label in args.only]
             check_plot_paths(plot_paths(args.protocol, calls, args.plots), args.force)
-        codes, indices = load_codes(args.codes) if args.codes else (None, None)
-        result = evaluate(args.protocol, args.encoder, codes=codes, indices=indices, batch_size=args.batch_size,
+        if args.batch_size < 1:
+            raise FactorbenchError(f"--batch-size must be positive, got {args.batch_size}")
+        codes, indices = (None, None)
+        if args.codes:
+            from .cache import expected_rows
+
+            codes, indices = load_codes(args.codes)
+            codes, logvar = check_codes(codes, expected_rows(protocol.dataset, source=args.source), indices)
+            codes, indices = (codes if logvar is None else (codes, logvar)), None  # now in file order
+        else:
+            from .encoders import load_encoder
+
+            args.encoder = load_encoder(args.encoder)  # an import error before any data is generated
+        result = evaluate(protocol, args.encoder, codes=codes, indices=indices, batch_size=args.batch_size,
                           source=args.source, progress=not args.quiet,
                           only=tuple(args.only) if args.only else None)
         result = dataclasses.replace(result, model=model)
@@ -274,24 +292,37 @@ def _evaluate(p: argparse.ArgumentParser) -> None:
     p.set_defaults(run=run)
 
 
-@command("scores", "print the reference-score table of a protocol, best first by its headline metric")
+def _check_plot_targets(directory: Path, protocol: Any, only: list[str] | None) -> None:
+    """The PNGs ``--plots`` will write are not directories."""
+    from .plots import PLOTTERS
+
+    for call in protocol.metrics:
+        target = directory / f"{protocol.name}.{call.label}.png"
+        if call.metric in PLOTTERS and (only is None or call.label in only) and target.is_dir():
+            raise FactorbenchError(f"--plots {directory}: {target} is a directory; remove it or choose another folder")
+
+
+@command("scores", "print the score table of a protocol: the reference rows (and your results with --add), best "
+         "first by its headline metric")
 def _scores(p: argparse.ArgumentParser) -> None:
     p.add_argument("protocol", help="protocol name (see `factorbench protocols`)")
-    p.add_argument("--format", choices=("md", "csv"), default="md")
+    p.add_argument("--format", choices=("md", "csv", "latex"), default="md")
     p.add_argument("--dir", metavar="DIR", default=None, help="a folder of result JSON files (default: the "
                    "reference results shipped with factorbench)")
+    p.add_argument("--add", action="append", metavar="JSON", default=[],
+                   help="a result file of yours to show beside the reference rows (repeatable)")
     p.add_argument("--columns", metavar="PATTERN", default=None,
                    help="show only the score columns matching a shell-style pattern, e.g. 'independent.*' "
-                   "(the headline column is always shown)")
+                   "(the headline column is always shown, first)")
 
     def run(args: argparse.Namespace) -> int:
         from .results import format_table, scores_table
 
-        header, rows = scores_table(args.protocol, args.dir, args.columns)
-        if not rows:
+        table = scores_table(args.protocol, args.dir, args.columns, add=args.add)
+        if not table.rows:
             print(f"no results for {args.protocol} yet")
             return 0
-        print(format_table(header, rows, args.format))
+        print(format_table(table, args.format))
         return 0
     p.set_defaults(run=run)
 

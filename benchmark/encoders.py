@@ -19,6 +19,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -163,10 +165,20 @@ def _load_run(run_dir: str) -> Any:
     return load_run(run_dir)
 
 
+def _import_from_cwd() -> None:
+    """Make modules in the current directory importable, as ``python -m`` does (the ``factorbench``
+    script's own folder is on ``sys.path`` instead)."""
+    cwd = os.getcwd()
+    if not any(p in ("", ".", cwd) for p in sys.path):
+        sys.path.insert(0, cwd)
+    importlib.invalidate_caches()
+
+
 def load_encoder(spec: Any) -> Any:
     """An encoder from a reference name (``ideal``, ``random``, ``pca``), ``run:RUN_DIR`` (a trained run),
     a ``module:attribute`` string
-    (a callable encoder, or a factory called with no arguments that returns one), or an object."""
+    (a callable encoder, or a factory called with no arguments that returns one; imported from the
+    current directory too, as ``python -m`` does), or an object."""
     if isinstance(spec, str):
         if spec in REFERENCE_ENCODERS:
             return REFERENCE_ENCODERS[spec]()
@@ -176,11 +188,13 @@ def load_encoder(spec: Any) -> Any:
             raise FactorbenchError(f"--encoder {spec!r}: give a reference encoder ({', '.join(REFERENCE_ENCODERS)}) "
                                    "or module:function, e.g. mypackage.models:encode")
         module_name, _, attr = spec.partition(":")
+        _import_from_cwd()
         try:
             obj = importlib.import_module(module_name)
         except ImportError as exc:
-            raise FactorbenchError(f"--encoder {spec!r}: cannot import {module_name!r} ({exc}); is it on "
-                                   "PYTHONPATH or installed?") from None
+            raise FactorbenchError(f"--encoder {spec!r}: cannot import {module_name!r} ({exc}); run from the folder "
+                                   f"that holds it ({os.getcwd()} has no {module_name.split('.')[0]!r}), put it on "
+                                   "PYTHONPATH or install it") from None
         for part in attr.split("."):
             if not hasattr(obj, part):
                 raise FactorbenchError(f"--encoder {spec!r}: {module_name} has no attribute {attr!r}")

@@ -22,41 +22,87 @@ from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.fileformat import package_version
 
 from .adapters import ADAPTERS, EvalContext, NotApplicable
-from .cache import prepare_dataset
+from .cache import DataChanged, expected_rows, file_state, prepare_dataset, verified_hashes
 from .dataset import load
 from .encoders import describe_encoder, encode, load_encoder
 from .protocols import Protocol, get_protocol
-from .results import EvaluationResult
+from .results import EvaluationResult, better_direction
 
-__all__ = ["evaluate", "load_codes"]
+__all__ = ["check_codes", "evaluate", "load_codes"]
+
+
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGIC = b"PK\x03\x04"
 
 
 def load_codes(path: str | os.PathLike) -> tuple[Any, np.ndarray | None]:
     """Codes from an ``.npy`` file (an array (N, D)) or an ``.npz`` file holding ``codes``, or ``mu``
     and ``logvar``, and optionally ``indices`` (the dataset row of each code row). Returns the codes
-    (an array, or a ``(mu, logvar)`` pair) and the indices (or None)."""
+    (an array, or a ``(mu, logvar)`` pair) and the indices (or None). Nothing is checked against a
+    protocol here (see :func:`check_codes`)."""
+    how = "save them with numpy.save(FILE.npy, codes) or numpy.savez(FILE.npz, codes=codes) (or mu=..., logvar=...)"
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+    except OSError as exc:
+        raise FactorbenchError(f"--codes {path}: cannot read it ({exc.strerror or exc})") from None
+    if not (head.startswith(_NPY_MAGIC) or head.startswith(_ZIP_MAGIC)):
+        looks = "a text (e.g. CSV) file" if head and all(32 <= b < 127 or b in (9, 10, 13) for b in head) else "not a numpy file"
+        raise FactorbenchError(f"--codes {path} is {looks}, not a numpy .npy or .npz file; {how}")
     try:
         data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise FactorbenchError(f"cannot read codes from {path} ({exc}); give an .npy array or an .npz with "
-                               "'codes' or 'mu' and 'logvar'") from None
+    except (OSError, ValueError, EOFError) as exc:
+        if "pickled" in str(exc):
+            raise FactorbenchError(f"--codes {path} holds Python objects, not a numeric array; {how}") from None
+        raise FactorbenchError(f"--codes {path} cannot be read as a numpy file ({exc}); {how}") from None
     if isinstance(data, np.ndarray):
         return data, None
-    keys = set(data.files)
-    indices = data["indices"] if "indices" in keys else None
-    if "codes" in keys:
-        return data["codes"], indices
-    if {"mu", "logvar"} <= keys:
-        return (data["mu"], data["logvar"]), indices
-    raise FactorbenchError(f"{path} holds {sorted(keys)}; it needs an array 'codes', or 'mu' and 'logvar' "
+    try:
+        keys = set(data.files)
+        if "codes" in keys and ({"mu", "logvar"} & keys):
+            raise FactorbenchError(f"--codes {path} holds both 'codes' and {sorted({'mu', 'logvar'} & keys)}: which "
+                                   "should be scored? Save only 'codes' (deterministic codes) or only 'mu' and "
+                                   "'logvar' (a Gaussian posterior)")
+        indices = data["indices"] if "indices" in keys else None
+        if "codes" in keys:
+            return data["codes"], indices
+        if {"mu", "logvar"} <= keys:
+            return (data["mu"], data["logvar"]), indices
+    except ValueError as exc:
+        raise FactorbenchError(f"--codes {path}: an array in it cannot be read ({exc}); {how}") from None
+    raise FactorbenchError(f"--codes {path} holds {sorted(keys)}; it needs an array 'codes', or 'mu' and 'logvar' "
                            "(and optionally 'indices')")
 
 
-def _check_user_codes(codes: Any, n: int, indices: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
-    """The user's codes checked against the file (one row per sample) and put in file order."""
-    from .encoders import _check_batch
+def check_codes(codes: Any, n: int, indices: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """The user's codes checked against a dataset file of ``n`` images (one row per image: numeric,
+    2-D, finite) and put in file order (``indices``: the file row of each code row)."""
+    from .encoders import to_numpy
 
-    mu, logvar = _check_batch(codes, n, "the codes given")
+    if isinstance(codes, (tuple, list)) and len(codes) == 2:
+        parts = {"mu": to_numpy(codes[0]), "logvar": to_numpy(codes[1])}
+        if parts["mu"].shape != parts["logvar"].shape:
+            raise FactorbenchError(f"the codes given have mu of shape {parts['mu'].shape} and logvar of shape "
+                                   f"{parts['logvar'].shape}; they must match")
+    else:
+        parts = {"codes": to_numpy(codes)}
+    for name, a in parts.items():
+        if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_) \
+                or np.issubdtype(a.dtype, np.complexfloating):
+            raise FactorbenchError(f"the {name} given have dtype {a.dtype}; give real numbers, an array (N, D)")
+        if a.ndim != 2:
+            raise FactorbenchError(f"the {name} given have shape {a.shape}; give an array of shape (N, D): one row "
+                                   f"per image of the protocol's dataset (N = {n}), one column per code dimension")
+        if a.shape[0] != n:
+            raise FactorbenchError(f"the {name} given have {a.shape[0]} rows, but the protocol's dataset has {n} "
+                                   "images: give one row per image (`factorbench protocols NAME --dataset-path` "
+                                   "prints the file, in whose order the rows go)")
+        if a.shape[1] < 1:
+            raise FactorbenchError(f"the {name} given have no columns; give at least one code dimension")
+        if not np.isfinite(a).all():
+            raise FactorbenchError(f"the {name} given contain NaN or inf; fix them before scoring")
+    mu = parts.get("codes", parts.get("mu")).astype(np.float64)
+    logvar = parts["logvar"].astype(np.float64) if "logvar" in parts else None
     if indices is None:
         return mu, logvar
     idx = np.asarray(indices)
@@ -68,34 +114,51 @@ def _check_user_codes(codes: Any, n: int, indices: Any = None) -> tuple[np.ndarr
     return mu[order], None if logvar is None else logvar[order]
 
 
+def _directions(protocol: Protocol, metrics: dict[str, dict[str, Any]]) -> dict[str, str]:
+    settings = {m.label: dict(m.settings) for m in protocol.metrics}
+    return {f"{label}.{name}": better_direction(entry["metric"], name, settings.get(label))
+            for label, entry in metrics.items() for name in entry["scalars"]}
+
+
 def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None, indices: Any = None,
              batch_size: int = 256,
              source: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None,
-             progress: bool = True, only: tuple[str, ...] | None = None) -> EvaluationResult:
+             progress: bool = True, only: tuple[str, ...] | None = None,
+             backend: str | None = None) -> EvaluationResult:
     """Score ``encoder`` (images -> codes or (mu, logvar); a reference name ``ideal``/``random``/``pca``;
     ``module:function``; a torch module) or precomputed ``codes`` (one row per sample of the protocol's
     dataset file, in file order; see ``protocol_dataset``) under ``protocol``.
 
-    ``indices`` (optional, with ``codes``) gives the dataset row of each code row, in any order.
-    ``source`` points at outside data (ModelNet40, COIL-100) the first time; ``only`` restricts the run
-    to some metric labels (the result then says so and cannot enter the reference table)."""
+    ``indices`` (optional, with ``codes``) gives the dataset row of each code row, in any order; the
+    codes are checked before any data is generated. ``source`` points at outside data (ModelNet40,
+    COIL-100) the first time; ``backend`` picks the renderer of a 3D dataset generated on first use;
+    ``only`` restricts the run to some metric labels (the result then says so and cannot enter the
+    reference table). The result records the hashes of the data as read (verified), and whether its
+    images are the copy the protocol's reference rows were scored on."""
     protocol = get_protocol(protocol)
     if (encoder is None) == (codes is None):
         raise FactorbenchError("give either an encoder or codes (not both, not neither)")
+    if batch_size < 1:
+        raise FactorbenchError(f"batch_size must be positive, got {batch_size}")
+    calls = protocol.metrics if only is None else tuple(protocol.metric(label) for label in only)
+    if codes is not None:  # before any data is generated
+        n = expected_rows(protocol.dataset, source=source, directory=data_dir)
+        mu, logvar = check_codes(codes, n, indices)
+    else:
+        encoder = load_encoder(encoder)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    path = prepare_dataset(protocol.dataset, source=source, directory=data_dir, progress=progress)
+    path = prepare_dataset(protocol.dataset, source=source, directory=data_dir, progress=progress, backend=backend)
+    hashes = verified_hashes(path)
+    state = file_state(path)
     timings["prepare_dataset"] = time.perf_counter() - t0
-    calls = protocol.metrics if only is None else tuple(protocol.metric(label) for label in only)
     with load(path) as ds:
         rows = np.arange(len(ds))
         t0 = time.perf_counter()
         training: dict[str, Any] = {}
         if codes is not None:
-            mu, logvar = _check_user_codes(codes, len(ds), indices)
             description = "codes given by the user"
         else:
-            encoder = load_encoder(encoder)
             description = describe_encoder(encoder)
             training = dict(getattr(encoder, "provenance", None) or {})
             if hasattr(encoder, "fit"):
@@ -119,8 +182,14 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
             timings[call.label] = time.perf_counter() - t0
             scalars = {k: (v if math.isfinite(v) else None) for k, v in result.scalars().items()}
             metrics[call.label] = {"metric": call.metric, "scalars": scalars, "result": result.to_dict()}
-        dataset_info = {"path": str(path), "spec_hash": ds.spec.hash(), "factor_names": list(ds.spec.factor_names), "manifest_sha256": dict(ds.manifest["sha256"]),
-                        "renderer": ds.manifest.get("renderer", "")}
+        pin = protocol.reference_images or None
+        dataset_info = {"spec_hash": ds.spec.hash(), "factor_names": list(ds.spec.factor_names), "sha256": hashes,
+                        "renderer": ds.manifest.get("renderer", ""), "reference_images_sha256": pin,
+                        "same_images_as_reference": None if pin is None else hashes["images"] == pin}
+        if hashes != dict(ds.manifest["sha256"]):
+            raise DataChanged(f"{path} changed since it was verified; run again")
+    if file_state(path) != state:
+        raise DataChanged(f"{path} changed while it was being read; make sure nothing else writes it, then run again")
     return EvaluationResult(
         protocol=protocol.name, protocol_version=protocol.version, protocol_hash=protocol.hash(),
         dataset=dataset_info, package_version=package_version(), encoder=description,
@@ -129,4 +198,6 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
         date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         environment={"python": platform.python_version(), "machine": platform.machine()},
         training=training,
+        headline={"key": protocol.headline.key, "better": protocol.headline.better},
+        directions=_directions(protocol, metrics),
     )

@@ -1,10 +1,14 @@
 """Result files and the reference-score table.
 
-One evaluation gives an :class:`EvaluationResult`, written as JSON (numbers as floats). The reference
-table of a protocol is the folder ``benchmark/reference/<protocol>/`` (installed with the package):
-one JSON file per model, either a single result or several seeds of one model, which the table shows
-as mean and standard deviation. :func:`scores_table` refuses a file whose protocol hash differs from
-the current protocol's (a stale result must be re-run, never silently mixed in).
+One evaluation gives an :class:`EvaluationResult`, written as JSON (numbers as floats) with a sha256
+checksum of its content. The reference table of a protocol is the folder
+``benchmark/reference/<protocol>/`` (installed with the package): one JSON file per model, either a
+single result or several seeds of one model, which the table shows as mean and sample standard
+deviation (n - 1). :func:`scores_table` validates every file before it shows a number: its schema
+and checksum (an edited value is refused), its protocol and protocol hash (a stale result must be
+re-run, never silently mixed in), its dataset spec hash, every metric of the protocol, and one file
+per model name; rows scored on other images than the protocol's reference copy are marked. Users add
+their own results beside the reference rows (``add=[paths]``, ``factorbench scores --add``).
 """
 
 from __future__ import annotations
@@ -22,18 +26,42 @@ from typing import Any
 import numpy as np
 
 from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.spec import canonical_json, sha256_text
 
 from .protocols import Protocol, get_protocol
 
-__all__ = ["EvaluationResult", "REFERENCE_DIR", "format_table", "load_result", "reference_results", "scores_table"]
+__all__ = ["EvaluationResult", "REFERENCE_DIR", "RESULT_FORMAT", "ScoresTable", "better_direction", "format_table",
+           "load_result", "reference_results", "scores_table"]
 
 #: the reference results shipped with the package
 REFERENCE_DIR = Path(__file__).with_name("reference")
+#: version of the result file's schema (2: checksum, headline and directions, data hashes as read, no local path)
+RESULT_FORMAT = 2
+
+#: (metric, scalar) pairs for which a lower value is better (every other scalar: higher is better)
+LOWER_IS_BETTER = frozenset({
+    ("dci", "informativeness"),      # NRMSE (lasso, forest); the gbt estimator reports accuracy instead
+    ("d_lsbd", "score"), ("d_lsbd_objects", "score"),
+    ("do_tran", "jemmig"), ("do_tran", "misjed"),
+})
+
+
+def better_direction(metric: str, scalar: str, settings: dict[str, Any] | None = None) -> str:
+    """``"higher"`` or ``"lower"``: which way a metric's scalar is better."""
+    if metric == "dci" and scalar == "informativeness" and (settings or {}).get("regressor") == "gbt":
+        return "higher"
+    return "lower" if (metric, scalar) in LOWER_IS_BETTER else "higher"
 
 
 @dataclass(frozen=True)
 class EvaluationResult:
-    """What one evaluation produced, and everything needed to say how (see :func:`evaluate`)."""
+    """What one evaluation produced, and everything needed to say how (see :func:`evaluate`).
+
+    ``dataset`` holds the dataset spec hash, the sha256 of every array as read and verified
+    (``sha256``), the renderer, and whether the images are the protocol's reference copy
+    (``reference_images_sha256``, ``same_images_as_reference``). ``headline`` is the protocol's
+    headline scalar and its direction (``{"key": ..., "better": "higher" | "lower"}``); ``directions``
+    gives the direction of every scalar. Metrics are kept in the protocol's order."""
 
     protocol: str
     protocol_version: int
@@ -53,40 +81,73 @@ class EvaluationResult:
     model: str = ""
     #: for a trained run (``run:RUN_DIR``): its run hash, model config and config hash, training data and budget
     training: dict[str, Any] = field(default_factory=dict)
+    headline: dict[str, str] = field(default_factory=dict)
+    directions: dict[str, str] = field(default_factory=dict)
+    result_format: int = RESULT_FORMAT
 
     def scalars(self) -> dict[str, float]:
-        """``{"label.field": value}`` of every headline scalar."""
+        """``{"label.field": value}`` of every headline scalar, in the protocol's order."""
         return {f"{label}.{name}": math.nan if v is None else float(v)
                 for label, m in self.metrics.items() for name, v in m["scalars"].items()}
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The content as plain data; ``training`` only for trained runs (an encoder with provenance)."""
+        d = asdict(self)
+        if not d["training"]:
+            del d["training"]
+        return d
+
+    def checksum(self) -> str:
+        """sha256 of the canonical JSON of the content (written into the file as ``checksum``)."""
+        return sha256_text(canonical_json(self.to_dict()))
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1, sort_keys=True, allow_nan=False)
+        return json.dumps({**self.to_dict(), "checksum": self.checksum()}, indent=1, allow_nan=False)
 
     def save(self, path: str | os.PathLike, *, force: bool = False) -> Path:
-        """Write the JSON file (atomically; an existing file is replaced only with ``force``)."""
+        """Write the JSON file (atomically; an existing file is replaced only with ``force``; a failed
+        write leaves nothing behind)."""
         path = Path(path)
+        if path.is_dir():
+            raise FactorbenchError(f"{path} is a directory; give a file name for the result")
         if path.exists() and not force:
             raise FactorbenchError(f"{path} exists; pass --force to replace it")
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self.to_json())
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(self.to_json())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         return path
 
+    def headline_key(self) -> str | None:
+        return self.headline.get("key")
+
     def summary(self) -> str:
-        """A readable table of the headline scalars."""
+        """A readable table of the scalars: the headline first with its direction, then the others in
+        the protocol's order, each with its direction."""
         lines = [f"{self.protocol} (hash {self.protocol_hash[:12]})  encoder: {self.encoder}  code dim {self.code_dim}"]
-        width = max((len(k) for k in self.scalars()), default=10)
-        for key, value in self.scalars().items():
-            lines.append(f"  {key:<{width}}  {value:8.4f}")
+        scalars = self.scalars()
+        head = self.headline_key()
+        if head in scalars:
+            lines.append(f"  headline: {head} = {scalars[head]:.4f} ({self.headline.get('better', 'higher')} is better)")
+        width = max((len(k) for k in scalars), default=10)
+        order = ([head] if head in scalars else []) + [k for k in scalars if k != head]
+        for key in order:
+            arrow = _ARROWS.get(self.directions.get(key, "higher"), "")
+            lines.append(f"  {key:<{width}}  {scalars[key]:8.4f}  {arrow}")
         for label, why in self.skipped.items():
             lines.append(f"  {label:<{width}}  skipped: {why}")
         for label, m in self.metrics.items():
             for warning in m.get("result", {}).get("warnings", ()):
                 lines.append(f"  warning ({label}): {warning}")
+        if self.dataset.get("same_images_as_reference") is False:
+            lines.append(f"  note: these images (sha256 {self.dataset['sha256']['images'][:12]}, "
+                         f"{self.dataset.get('renderer', '')}) differ from the copy the reference rows were scored on "
+                         f"(sha256 {str(self.dataset.get('reference_images_sha256'))[:12]}); scores can differ "
+                         "from the reference table by the renderer's difference (benchmark/METRICS.md)")
         total = sum(v for k, v in self.timings.items())
         lines.append(f"  total time {total:.1f} s")
         return "\n".join(lines)
@@ -99,93 +160,256 @@ class EvaluationResult:
             raise FactorbenchError(f"not a factorbench result ({exc})") from None
 
 
+_ARROWS = {"higher": "(higher is better)", "lower": "(lower is better)"}
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "protocol": (str,), "protocol_version": (int,), "protocol_hash": (str,), "dataset": (dict,),
+    "package_version": (str,), "encoder": (str,), "code_dim": (int,), "posterior": (bool,), "metrics": (dict,),
+    "skipped": (dict,), "partial": (bool,), "seeds": (list,), "timings": (dict,), "date": (str,),
+    "environment": (dict,), "model": (str,), "headline": (dict,), "directions": (dict,), "result_format": (int,),
+    "training": (dict,),
+}
+#: keys a result may leave out
+_OPTIONAL = {"training"}
+
+
+def _number(v: Any) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def _parse_result(data: Any, where: str) -> EvaluationResult:
+    """One result from its JSON value: schema, types and checksum checked, errors naming ``where``."""
+    if not isinstance(data, dict):
+        raise FactorbenchError(f"{where} is not a factorbench result (a JSON object is expected)")
+    if data.get("result_format") != RESULT_FORMAT:
+        raise FactorbenchError(f"{where} has result format {data.get('result_format', 1)!r}; this factorbench "
+                               f"reads format {RESULT_FORMAT}: re-run the evaluation with this version")
+    data = dict(data)
+    checksum = data.pop("checksum", None)
+    missing = sorted(set(_TYPES) - set(data) - _OPTIONAL)
+    unknown = sorted(set(data) - set(_TYPES))
+    if missing or unknown:
+        raise FactorbenchError(f"{where} is not a valid result: " + "; ".join(
+            ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(unknown)}"] if unknown else [])))
+    for key, types in _TYPES.items():
+        if key not in data:
+            continue
+        if not isinstance(data[key], types) or (types == (int,) and isinstance(data[key], bool)):
+            raise FactorbenchError(f"{where}: {key} must be {types[0].__name__}, got {type(data[key]).__name__}")
+    dataset = data["dataset"]
+    if not isinstance(dataset.get("spec_hash"), str) or not isinstance(dataset.get("sha256"), dict) \
+            or not isinstance(dataset["sha256"].get("images"), str):
+        raise FactorbenchError(f"{where}: dataset must hold spec_hash and sha256 (the hashes of the data read)")
+    for label, entry in data["metrics"].items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("metric"), str) and isinstance(entry.get("scalars"), dict)
+                and isinstance(entry.get("result"), dict) and all(_number(v) for v in entry["scalars"].values())):
+            raise FactorbenchError(f"{where}: metric {label!r} must hold 'metric', numeric 'scalars' and 'result'")
+        for name, value in entry["scalars"].items():
+            stored = entry["result"].get(name)
+            if value is not None and _number(stored) and stored is not None and not math.isclose(value, stored,
+                                                                                                   rel_tol=1e-12):
+                raise FactorbenchError(f"{where}: {label}.{name} is {value} but the metric's result says {stored}; "
+                                       "the file was edited: re-run the evaluation")
+    result = EvaluationResult(**data)
+    if checksum != result.checksum():
+        raise FactorbenchError(f"{where}: its checksum does not match its content (the file was edited after it "
+                               "was written, or is incomplete); re-run the evaluation to get a valid result")
+    return result
+
+
 def load_result(path: str | os.PathLike) -> EvaluationResult:
+    """A result file, validated (schema, checksum)."""
     try:
-        return EvaluationResult.from_dict(json.loads(Path(path).read_text()))
-    except (OSError, json.JSONDecodeError) as exc:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FactorbenchError(f"cannot read result {path} ({exc})") from None
+    return _parse_result(data, str(path))
 
 
 def _runs_of(path: Path) -> list[EvaluationResult]:
     """A reference file holds one result or ``{"model": ..., "runs": [result, ...]}``."""
     try:
         data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FactorbenchError(f"cannot read result {path} ({exc})") from None
-    runs = data["runs"] if isinstance(data, dict) and "runs" in data else [data]
-    return [EvaluationResult.from_dict(r) for r in runs]
+    if isinstance(data, dict) and "runs" in data:
+        if not isinstance(data["runs"], list) or not data["runs"]:
+            raise FactorbenchError(f"{path}: 'runs' must be a non-empty list of results")
+        runs = [_parse_result(r, f"{path} (run {i})") for i, r in enumerate(data["runs"])]
+        model = data.get("model", runs[0].model)
+        if any(r.model not in ("", model) for r in runs):
+            raise FactorbenchError(f"{path}: its runs name different models ({sorted({r.model for r in runs})})")
+        return runs
+    return [_parse_result(data, str(path))]
 
 
-def reference_results(protocol: str | Protocol, directory: str | os.PathLike | None = None
-                      ) -> dict[str, list[EvaluationResult]]:
-    """``{model: [runs]}`` of the reference folder of ``protocol``, each checked against its hash."""
+def _expected_spec_hash(protocol: Protocol) -> str | None:
+    """The spec hash of the protocol's dataset (None for outside data, which depends on the local copy)."""
+    if protocol.needs_source:
+        return None
+    from .cache import dataset_spec
+
+    return dataset_spec(protocol.dataset).hash()
+
+
+def _check_run(run: EvaluationResult, where: Path, protocol: Protocol, spec_hash: str | None) -> None:
+    if run.protocol != protocol.name:
+        raise FactorbenchError(f"{where} holds a result of protocol {run.protocol}, not {protocol.name}; "
+                               "keep each protocol's results in their own folder")
+    if run.protocol_hash != protocol.hash():
+        raise FactorbenchError(
+            f"{where} was made under {run.protocol} hash {run.protocol_hash[:12]}, but the current "
+            f"{protocol.name} has hash {protocol.hash()[:12]}: the protocol changed, so this result is stale; "
+            "re-run the evaluation for it")
+    if run.partial:
+        raise FactorbenchError(f"{where} is a partial run (--only); the table needs every metric")
+    missing = [m.label for m in protocol.metrics if m.label not in run.metrics and m.label not in run.skipped]
+    if missing:
+        raise FactorbenchError(f"{where} lacks the metric(s) {', '.join(missing)} of {protocol.name}; re-run it")
+    if spec_hash is not None and run.dataset["spec_hash"] != spec_hash:
+        raise FactorbenchError(f"{where} was scored on dataset spec {run.dataset['spec_hash'][:12]}, not the "
+                               f"protocol's {spec_hash[:12]}; its numbers are for other data: re-run it")
+
+
+def reference_results(protocol: str | Protocol, directory: str | os.PathLike | None = None,
+                      add: tuple[str | os.PathLike, ...] | list = ()) -> dict[str, list[EvaluationResult]]:
+    """``{model: [runs]}`` of the reference folder of ``protocol`` (or ``directory``) plus the files
+    ``add``, every file validated (see the module docstring); one file per model name."""
     protocol = get_protocol(protocol)
     folder = Path(directory) if directory is not None else REFERENCE_DIR / protocol.name
+    if directory is not None and not folder.is_dir():
+        raise FactorbenchError(f"--dir {folder}: " + ("no such folder" if not folder.exists() else "not a folder"))
+    paths = sorted(folder.glob("*.json")) + [Path(p) for p in add]  # no shipped folder: no reference rows
+    for p in paths[len(paths) - len(add):]:
+        if not p.is_file():
+            raise FactorbenchError(f"--add {p}: no such file")
+    spec_hash = _expected_spec_hash(protocol)
     out: dict[str, list[EvaluationResult]] = {}
-    current = protocol.hash()
-    for path in sorted(folder.glob("*.json")):
+    origin: dict[str, Path] = {}
+    for path in paths:
         runs = _runs_of(path)
         for run in runs:
-            if run.protocol != protocol.name or run.protocol_hash != current:
-                raise FactorbenchError(
-                    f"{path} was made under {run.protocol} hash {run.protocol_hash[:12]}, but the current "
-                    f"{protocol.name} has hash {current[:12]}: the protocol changed, so this result is stale; "
-                    "re-run the evaluation for it")
-            if run.partial:
-                raise FactorbenchError(f"{path} is a partial run (--only); the table needs every metric")
-        out[runs[0].model or path.stem] = runs
+            _check_run(run, path, protocol, spec_hash)
+        model = runs[0].model or path.stem
+        if model in out:
+            raise FactorbenchError(f"{path} and {origin[model]} both hold results of model {model!r}; give each "
+                                   "model its own name (several seeds go into one file as {\"model\": ..., "
+                                   "\"runs\": [...]})")
+        out[model], origin[model] = runs, path
+    return out
+
+
+@dataclass(frozen=True)
+class ScoresTable:
+    """A protocol's score table: ``columns`` (scalar keys, the headline first, then the protocol's
+    order), ``directions`` (``"higher"``/``"lower"`` per column) and ``rows`` of (model, number of
+    runs, one (mean, sample std or None) per column, whether the images are the reference copy)."""
+
+    protocol: str
+    headline: str
+    headline_better: str
+    columns: tuple[str, ...]
+    directions: tuple[str, ...]
+    rows: tuple[tuple[str, int, tuple[tuple[float, float | None], ...], bool], ...]
+
+
+def _directions(protocol: Protocol, keys: list[str]) -> list[str]:
+    settings = {m.label: (m.metric, dict(m.settings)) for m in protocol.metrics}
+    out = []
+    for key in keys:
+        label, _, name = key.rpartition(".")
+        metric, sets = settings.get(label, ("", {}))
+        out.append(better_direction(metric, name, sets))
     return out
 
 
 def scores_table(protocol: str | Protocol, directory: str | os.PathLike | None = None,
-                 columns: str | None = None) -> tuple[list[str], list[list[Any]]]:
-    """Header and rows (model, then mean and std of each headline scalar over runs), sorted by the
-    protocol's headline metric (best first). ``columns``: a shell-style pattern selecting the scalar
-    columns shown (e.g. ``"independent.*"``); the headline column is always kept."""
+                 columns: str | None = None, add: tuple[str | os.PathLike, ...] | list = ()) -> ScoresTable:
+    """Every model's mean and sample standard deviation (n - 1; None for one run) of each scalar, sorted
+    by the protocol's headline metric (best first). ``columns``: a shell-style pattern selecting the
+    scalar columns shown (e.g. ``"independent.*"``); the headline column is always kept, first."""
     protocol = get_protocol(protocol)
-    results = reference_results(protocol, directory)
+    results = reference_results(protocol, directory, add)
+    labels = [m.label for m in protocol.metrics]
     keys: list[str] = []
     for runs in results.values():
         for key in runs[0].scalars():
             if key not in keys:
                 keys.append(key)
+    keys.sort(key=lambda k: labels.index(k.rpartition(".")[0]) if k.rpartition(".")[0] in labels else len(labels))
     head = protocol.headline.key
-    if columns is not None:
-        keys = [k for k in keys if k == head or fnmatch.fnmatchcase(k, columns)]
+    keys = ([head] if head in keys else []) + [k for k in keys if k != head
+                                               and (columns is None or fnmatch.fnmatchcase(k, columns))]
+    pin = protocol.reference_images
     rows = []
     for model, runs in results.items():
-        row: list[Any] = [model, len(runs)]
+        cells = []
         for key in keys:
             values = [r.scalars().get(key, math.nan) for r in runs]
-            row.append((float(np.mean(values)), float(np.std(values)) if len(values) > 1 else None))
-        rows.append(row)
+            cells.append((float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else None))
+        same = not pin or all(r.dataset["sha256"]["images"] == pin for r in runs)
+        rows.append((model, len(runs), tuple(cells), same))
     if head in keys:
-        col = 2 + keys.index(head)
         sign = -1.0 if protocol.headline.better == "higher" else 1.0
-        rows.sort(key=lambda r: (math.isnan(r[col][0]), sign * r[col][0] if not math.isnan(r[col][0]) else 0.0))
-    return ["model", "runs", *keys], rows
+        rows.sort(key=lambda r: (math.isnan(r[2][0][0]), sign * r[2][0][0] if not math.isnan(r[2][0][0]) else 0.0))
+    return ScoresTable(protocol.name, head, protocol.headline.better, tuple(keys),
+                       tuple(_directions(protocol, keys)), tuple(rows))
 
 
-def format_table(header: list[str], rows: list[list[Any]], fmt: str = "md") -> str:
-    """The table as Markdown (``md``) or CSV (``csv``; mean and std in separate columns)."""
-    def cell(v: Any) -> str:
-        if isinstance(v, tuple):
-            mean, std = v
-            return f"{mean:.3f}" if std is None else f"{mean:.3f} ± {std:.3f}"
-        return str(v)
+_MARK = "*"
+_FOOTNOTE = (f"{_MARK} scored on other images than the protocol's reference copy (another renderer or driver); "
+             "see benchmark/METRICS.md for how much that moves the scores")
 
+
+def _header_cell(key: str, better: str, headline: str) -> str:
+    arrow = "↑" if better == "higher" else "↓"
+    return f"{key} {arrow}" + (" (headline)" if key == headline else "")
+
+
+def format_table(table: ScoresTable, fmt: str = "md") -> str:
+    """The table as Markdown (``md``), CSV (``csv``; mean and std in separate columns, a ``direction``
+    row) or LaTeX (``latex``; booktabs). ↑: higher is better, ↓: lower is better; ± is the sample
+    standard deviation (n - 1) over runs."""
+    def cell(mean: float, std: float | None, digits: int = 3) -> str:
+        return f"{mean:.{digits}f}" if std is None else f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+    def name(row: Any) -> str:
+        return row[0] if row[3] else f"{row[0]} {_MARK}"
+
+    marked = any(not row[3] for row in table.rows)
+    notes = [f"headline: {table.headline} ({table.headline_better} is better); ↑ higher is better, ↓ lower is "
+             "better; ± is the sample standard deviation (n - 1) over runs"] + ([_FOOTNOTE] if marked else [])
+    heads = [_header_cell(k, d, table.headline) for k, d in zip(table.columns, table.directions)]
     if fmt == "md":
-        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-        lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-        return "\n".join(lines)
+        lines = ["| " + " | ".join(["model", "runs", *heads]) + " |", "|" + "|".join("---" for _ in range(len(heads) + 2)) + "|"]
+        lines += ["| " + " | ".join([name(r), str(r[1]), *(cell(m, s) for m, s in r[2])]) + " |" for r in table.rows]
+        return "\n".join(lines + [""] + notes)
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(header[:2] + [h + suffix for h in header[2:] for suffix in ("", ".std")])
-        for row in rows:
-            flat = row[:2]
-            for mean, std in row[2:]:
+        writer.writerow(["model", "runs", "reference_images"] + [h + suffix for h in table.columns for suffix in ("", ".std")])
+        writer.writerow(["direction", "", ""] + [d for d in table.directions for _ in (0, 1)])
+        for model, runs, cells, same in table.rows:
+            flat: list[Any] = [model, runs, "yes" if same else "no"]
+            for mean, std in cells:
                 flat += [f"{mean:.6g}", "" if std is None else f"{std:.6g}"]
             writer.writerow(flat)
         return buf.getvalue()
-    raise FactorbenchError(f"unknown table format {fmt!r}; use md or csv")
+    if fmt == "latex":
+        def tex(text: str) -> str:
+            return text.replace("_", r"\_").replace("#", r"\#").replace("%", r"\%").replace("&", r"\&")
+
+        def tcell(mean: float, std: float | None) -> str:
+            return f"{mean:.3f}" if std is None else f"{mean:.3f} $\\pm$ {std:.3f}"
+
+        arrows = {"higher": r"$\uparrow$", "lower": r"$\downarrow$"}
+        lines = [r"\begin{tabular}{l r " + "r " * len(table.columns) + "}", r"\toprule",
+                 " & ".join(["model", "runs", *(f"{tex(k)} {arrows[d]}" for k, d in zip(table.columns, table.directions))])
+                 + r" \\", r"\midrule"]
+        for row in table.rows:
+            lines.append(" & ".join([tex(row[0]) + ("" if row[3] else r"$^{*}$"), str(row[1]),
+                                     *(tcell(m, s) for m, s in row[2])]) + r" \\")
+        lines += [r"\bottomrule", r"\end{tabular}"]
+        lines += [f"% {tex(note)}" for note in notes]
+        return "\n".join(lines)
+    raise FactorbenchError(f"unknown table format {fmt!r}; use md, csv or latex")

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.outputs import check_output_file
 
 from .dataset import Dataset, load
 
@@ -35,6 +36,10 @@ def traversal_rows(ds: Dataset, per_factor: int) -> list[np.ndarray]:
     return rows
 
 
+#: the most images per factor a sheet shows (a sheet of K x 64 labelled images is already large)
+MAX_PER_FACTOR = 64
+
+
 def show(path: str | os.PathLike, out: str | os.PathLike, per_factor: int = 8, force: bool = False) -> Path:
     """Write a PNG with one row per factor: images along that factor, labelled with the factor values."""
     import matplotlib
@@ -42,13 +47,9 @@ def show(path: str | os.PathLike, out: str | os.PathLike, per_factor: int = 8, f
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out = Path(out)
-    if out.exists() and not force:
-        raise FactorbenchError(f"{out} already exists; pass --force to overwrite it")
-    if not out.parent.is_dir():
-        raise FactorbenchError(f"cannot write {out}: directory {out.parent} does not exist")
-    if per_factor < 2:
-        raise FactorbenchError(f"--per-factor must be at least 2, got {per_factor}")
+    if not 2 <= per_factor <= MAX_PER_FACTOR:
+        raise FactorbenchError(f"--per-factor must be between 2 and {MAX_PER_FACTOR}, got {per_factor}")
+    out = check_output_file(out, force)
     with load(path) as ds:
         rows = traversal_rows(ds, per_factor)
         classes = ds.factor_classes
@@ -70,7 +71,12 @@ def show(path: str | os.PathLike, out: str | os.PathLike, per_factor: int = 8, f
         fig.suptitle(f"{ds.spec.generator} v{ds.spec.version}  ({ds.path.name}, n={len(ds)})", fontsize=10)
         fig.tight_layout()
         tmp = out.with_name(out.name + ".partial.png")
-        fig.savefig(tmp, dpi=100)
-        plt.close(fig)
-        os.replace(tmp, out)
+        try:
+            fig.savefig(tmp, dpi=100)
+            os.replace(tmp, out)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        finally:
+            plt.close(fig)
     return out

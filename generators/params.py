@@ -13,9 +13,15 @@ _FALSE = {"0", "false", "no", "off"}
 
 
 def _convert(name: str, kind: Any, raw: Any) -> Any:
-    if typing.get_origin(kind) is tuple:  # tuple[float, ...]: "a,b,c" or a sequence
+    if typing.get_origin(kind) is tuple:  # tuple[float, ...]: "a,b,c", "(a, b, c)" (as `info` prints it) or a sequence
         (item, *_) = typing.get_args(kind)
-        items = raw.split(",") if isinstance(raw, str) else raw
+        if isinstance(raw, str):
+            text = raw.strip()
+            if len(text) >= 2 and (text[0], text[-1]) in (("(", ")"), ("[", "]")):
+                text = text[1:-1]
+            items = text.split(",")
+        else:
+            items = raw
         if not isinstance(items, (list, tuple)):
             raise FactorbenchError(f"parameter {name!r} expects comma-separated {item.__name__} values, got {raw!r}")
         return tuple(_convert(name, item, v.strip() if isinstance(v, str) else v) for v in items)

@@ -24,6 +24,7 @@ from tqdm import tqdm
 from . import fileformat as ff
 from .base import Generator, generator_for_spec, get
 from .errors import FactorbenchError
+from .outputs import check_disk_space, check_output_file
 from .spec import DatasetSpec, canonical_json
 from .splits import FactorTable, SplitSpec, split_from_dict
 
@@ -65,15 +66,35 @@ class Shard:
 
 
 def _check_destination(path: Path, force: bool) -> None:
-    parent = path.parent
     if path.is_dir():
         raise FactorbenchError(f"{path} is a directory; give a file name such as {path / 'data.h5'}")
-    if not parent.is_dir():
-        raise FactorbenchError(f"cannot write {path}: directory {parent} does not exist; create it first")
-    if not os.access(parent, os.W_OK):
-        raise FactorbenchError(f"cannot write {path}: directory {parent} is not writable")
-    if path.exists() and not force:
-        raise FactorbenchError(f"{path} already exists; pass --force (force=True) to overwrite it")
+    check_output_file(path, force)
+
+
+#: images rendered to estimate the size of a file before writing it
+ESTIMATE_ROWS = 16
+
+
+def _estimate_row_bytes(source: BatchSource, start: int, stop: int) -> float:
+    """Bytes per row of the file being written, from a few rows compressed as the file stores them
+    (one image per chunk, gzip level 1, a 4-byte checksum), plus factors and classes and a margin."""
+    import zlib
+
+    values, classes, images = source(start, min(stop, start + ESTIMATE_ROWS))
+    compressed = np.mean([len(zlib.compress(np.ascontiguousarray(im).tobytes(), ff.COMPRESSION_LEVEL)) + 4
+                          for im in images])
+    per_row = compressed + values[0].nbytes + (0 if classes is None else classes[0].nbytes)
+    return 1.1 * per_row + 64  # chunk index and compression variation
+
+
+def _check_space(target: Path, partial: Path, source: BatchSource, start: int, stop: int) -> None:
+    """Refuse a file that will not fit on the disk, before rendering it (a partial file being resumed
+    counts as already written)."""
+    rows = stop - start
+    needed = _estimate_row_bytes(source, start, stop) * rows - (partial.stat().st_size if partial.exists() else 0)
+    check_disk_space(target.parent, needed, f"{target} ({rows:,} images)",
+                     "free some space, write elsewhere (--out), write fewer images (--n) or write shards on "
+                     "several disks (--shard)")
 
 
 def _batches(start: int, stop: int, batch_size: int) -> Iterator[tuple[int, int]]:
@@ -175,7 +196,9 @@ def _write(out: Path, spec: DatasetSpec, source: BatchSource, renderer: str, has
         raise FactorbenchError(f"batch size must be positive, got {batch_size}")
     start, stop = shard.rows(spec.n) if shard else (0, spec.n)
     partial = target.with_name(target.name + PARTIAL_SUFFIX)
+    _check_space(target, partial, source, start, stop)
     log = (lambda msg: print(msg, file=sys.stderr)) if progress else (lambda msg: None)
+    fresh = not partial.exists()
     f, done = _open_partial(partial, spec, start, stop, renderer, has_classes, log)
     try:
         _fill(f, source, start, stop, done, batch_size, progress, desc)
@@ -186,6 +209,8 @@ def _write(out: Path, spec: DatasetSpec, source: BatchSource, renderer: str, has
                                     "again to resume, or delete it to start afresh") from None
     except BaseException:
         f.close()
+        if fresh or done == 0:  # a failed run leaves nothing behind (an interrupted one keeps its rows)
+            partial.unlink(missing_ok=True)
         raise
     f.close()
     os.replace(partial, target)
@@ -199,6 +224,9 @@ def write_dataset(gen: Generator, out: str | os.PathLike, *, seed: int = 0, n: i
     spec = gen.spec(seed=seed, n=n)
     if isinstance(shard, str):
         shard = Shard.parse(shard)
+    if shard is not None and shard.count > spec.n:
+        raise FactorbenchError(f"--shard {shard.index}/{shard.count}: {gen.name} has {spec.n:,} images, so it can "
+                               f"be split into at most {spec.n:,} shards (each needs at least one image)")
     has_classes = any(f.is_grid for f in spec.factors)
     desc = gen.name + (f" shard {shard.index}/{shard.count}" if shard else "")
     return _write(Path(out), spec, _render_source(gen, spec), gen.renderer_identity(), has_classes,
@@ -234,7 +262,17 @@ def _open_shard(p: Path) -> tuple[Shard, h5py.File]:
         f.close()
         raise FactorbenchError(f"{p} is not a complete shard; finish it by running its "
                                "`factorbench generate ... --shard` command again")
-    return Shard.parse(str(f.attrs["shard"])), f
+    try:
+        shard = Shard.parse(str(f.attrs["shard"]))
+        DatasetSpec.from_json(str(f.attrs["spec"]))
+        for key in ("renderer", "row_start", "row_stop"):
+            f.attrs[key]
+        json.loads(str(f.attrs["manifest"]))["sha256"]
+    except (KeyError, ValueError, TypeError, OSError, FactorbenchError) as exc:
+        f.close()
+        raise FactorbenchError(f"shard {p} is corrupted (its header cannot be read: {exc}); delete it and write "
+                               "it again with its `factorbench generate ... --shard` command") from None
+    return shard, f
 
 
 def _check_shards(opened: list[tuple[Shard, h5py.File]]) -> DatasetSpec:
@@ -252,7 +290,12 @@ def _check_shards(opened: list[tuple[Shard, h5py.File]]) -> DatasetSpec:
         raise FactorbenchError(f"shards do not cover the dataset exactly once (have {have}); "
                                "write the missing ones with --shard")
     for _, f in opened:
-        if ff.content_hashes(f) != json.loads(str(f.attrs["manifest"]))["sha256"]:
+        try:
+            hashes = ff.content_hashes(f)
+        except (ff.UnreadableData, KeyError) as exc:
+            raise FactorbenchError(f"shard {f.filename} is corrupted ({exc}); delete it and write it again with "
+                                   "its `factorbench generate ... --shard` command") from None
+        if hashes != json.loads(str(f.attrs["manifest"]))["sha256"]:
             raise FactorbenchError(f"{f.filename}: its data do not match the shard's manifest; "
                                    "delete the shard and write it again")
     return spec

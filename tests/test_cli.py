@@ -107,3 +107,153 @@ def test_run_time_options_are_checked(tmp_path, capsys):
     code, _, err = run(capsys, "generate", "airplane", "--out", str(tmp_path / "x.h5"), "--source", "x")
     assert code == 2 and "airplane takes no --source (its options: --backend)" in err
     assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- clear errors before any work
+
+
+@pytest.fixture
+def fresh_cache(tmp_path_factory, monkeypatch):
+    """A cache folder that must stay absent: nothing is generated before the checks."""
+    cache = tmp_path_factory.mktemp("caches") / "cache"
+    monkeypatch.setenv("FACTORBENCH_DATA", str(cache))
+    return cache
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["generate", "teapot", "--out", "{tmp}/t.h5", "--n", "1000000000000"], "needs about"),
+    (["generate", "arrow", "--out", "{tmp}/a.h5", "--shard", "0/5000"], "at most 4,096 shards"),
+    (["generate", "square", "--out", "/proc/x.h5"], "is not writable"),
+    (["generate", "square", "--out", "{tmp}/afile/x.h5"], "is a file, not a directory"),
+    (["show", "{square}", "--out", "/proc/x.png"], "is not writable"),
+    (["show", "{square}", "--out", "{tmp}/adir"], "is a directory"),
+    (["show", "{square}", "--out", "{tmp}/x.png", "--per-factor", "100000"], "between 2 and 64"),
+    (["info", "{tmp}/missing.h5"], "no such file"),
+])
+def test_more_bad_input_gives_a_clear_error_and_leaves_nothing(tmp_path, capsys, generated, argv, message):
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("x")
+    argv = [a.format(tmp=tmp_path, square=generated("square")) for a in argv]
+    for _ in range(2):   # and again: no leftover changes the answer
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and message in err and "Traceback" not in err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"]
+        assert list((tmp_path / "adir").iterdir()) == []
+
+
+def test_generate_refuses_a_file_that_does_not_fit_on_the_disk(tmp_path, capsys, monkeypatch):
+    from types import SimpleNamespace
+
+    import factorbench.generators.outputs as outputs
+    from factorbench.generators import get
+    from factorbench.generators.writer import _estimate_row_bytes, _render_source
+
+    real = outputs.shutil.disk_usage
+    monkeypatch.setattr(outputs.shutil, "disk_usage", lambda path: SimpleNamespace(free=100_000))
+    code, _, err = run(capsys, "generate", "arrow", "--out", str(tmp_path / "a.h5"), "--quiet")
+    assert code == 2 and "needs about" in err and "has 100.0 KB free" in err
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(outputs.shutil, "disk_usage", real)
+    assert run(capsys, "generate", "arrow", "--out", str(tmp_path / "a.h5"), "--quiet")[0] == 0
+    gen = get("arrow")
+    spec = gen.spec()
+    estimate = _estimate_row_bytes(_render_source(gen, spec), 0, spec.n) * spec.n
+    assert 0.5 < estimate / (tmp_path / "a.h5").stat().st_size < 2.0   # a fair estimate, not a bound
+
+
+def test_merge_names_a_corrupted_shard(tmp_path, capsys):
+    out = tmp_path / "a.h5"
+    for i in range(2):
+        assert run(capsys, "generate", "arrow", "--out", str(out), "--shard", f"{i}/2", "--quiet")[0] == 0
+    shard = tmp_path / "a.h5.shard-1-of-2"
+    with h5py.File(shard, "r") as f:
+        offset = f["images"].id.get_chunk_info(5).byte_offset
+    data = bytearray(shard.read_bytes())
+    data[offset + 20] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    code, _, err = run(capsys, "merge", str(out), "--quiet")
+    assert code == 2 and f"shard {shard} is corrupted" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.h5.shard-0-of-2", "a.h5.shard-1-of-2"]
+
+
+def test_tuple_parameters_accept_what_info_prints(capsys):
+    code, out, _ = run(capsys, "info", "teapot", "--param", "background=(1.0, 0.5, 0.0)")
+    assert code == 0 and "background = (1.0, 0.5, 0.0)" in out
+    code, out, _ = run(capsys, "info", "teapot", "--param", "background=[1, 0.5, 0]")
+    assert code == 0 and "background = (1.0, 0.5, 0.0)" in out
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--out", "{tmp}/adir"], "is a directory"),
+    (["--out", "{tmp}/adir", "--force"], "is a directory"),
+    (["--out", "/proc/r.json"], "is not writable"),
+    (["--out", "{tmp}/afile/r.json"], "is a file, not a directory"),
+    (["--out", "{tmp}/afile"], "already exists"),
+    (["--plots", "{tmp}/afile"], "--plots {tmp}/afile is a file"),
+    (["--plots", "/proc/plots"], "is not writable"),
+    (["--plots", "{tmp}/afile/plots"], "is a file, not a directory"),
+    (["--only", "nonesuch"], "has no metric 'nonesuch'"),
+])
+def test_evaluate_checks_its_outputs_before_any_work(tmp_path, capsys, fresh_cache, extra, message):
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("x")
+    extra = [a.format(tmp=tmp_path) for a in extra]
+    if "--out" not in extra:
+        extra += ["--out", str(tmp_path / "r.json")]
+    code, _, err = run(capsys, "evaluate", "square-lsbd-v1", "--encoder", "ideal", "--quiet", *extra)
+    assert code == 2 and message.format(tmp=tmp_path) in err and "Traceback" not in err
+    assert not fresh_cache.exists()   # checked before the data were generated
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"] and not any((tmp_path / "adir").iterdir())
+    assert (tmp_path / "afile").read_text() == "x"
+
+
+def _text_codes(d):
+    (d / "codes.csv").write_text("0.1,0.2\n0.3,0.4\n")
+    return d / "codes.csv"
+
+
+def _both(d):
+    np.savez(d / "codes.npz", codes=np.zeros((4096, 2)), mu=np.zeros((4096, 2)), logvar=np.zeros((4096, 2)))
+    return d / "codes.npz"
+
+
+def _npy(array):
+    def make(d):
+        np.save(d / "codes.npy", array)
+        return d / "codes.npy"
+    return make
+
+
+@pytest.mark.parametrize("protocol, make, message", [
+    ("teapot-dci-v1", _npy(np.zeros(200_000)), "the codes given have shape (200000,); give an array of shape (N, D)"),
+    ("square-lsbd-v1", _text_codes, "is a text (e.g. CSV) file, not a numpy .npy or .npz file"),
+    ("square-lsbd-v1", _both, "holds both 'codes' and ['logvar', 'mu']: which should be scored?"),
+    ("square-lsbd-v1", _npy(np.zeros((10, 4))), "have 10 rows, but the protocol's dataset has 4096 images"),
+    ("square-lsbd-v1", _npy(np.array([["a"]] * 4096)), "have dtype <U1"),
+    ("square-lsbd-v1", _npy(np.full((4096, 2), np.nan)), "contain NaN or inf"),
+    ("square-lsbd-v1", lambda d: d / "absent.npy", "cannot read it"),
+])
+def test_codes_are_checked_before_any_data_is_generated(tmp_path, capsys, fresh_cache, protocol, make, message):
+    path = make(tmp_path)
+    code, _, err = run(capsys, "evaluate", protocol, "--codes", str(path), "--out", str(tmp_path / "r.json"))
+    assert code == 2 and message in err and "batch" not in err and "pickled" not in err
+    assert not fresh_cache.exists() and not (tmp_path / "r.json").exists()
+
+
+def test_encoder_module_is_imported_from_the_current_directory(tmp_path, capsys, monkeypatch, fresh_cache):
+    """The README's `--encoder mymodels.enc:encode`, run from the folder holding mymodels/."""
+    import sys
+
+    from factorbench.benchmark.results import load_result
+
+    (tmp_path / "mymodels").mkdir()
+    (tmp_path / "mymodels" / "enc.py").write_text(
+        "def encode(images):\n    return images.reshape(len(images), -1)[:, :3].astype(float)\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    for name in [m for m in sys.modules if m.startswith("mymodels")]:
+        monkeypatch.delitem(sys.modules, name)
+    code, _, err = run(capsys, "evaluate", "square-lsbd-v1", "--encoder", "mymodels.enc:encode", "--quiet",
+                       "--only", "mig")
+    assert code == 0, err
+    assert load_result(tmp_path / "square-lsbd-v1.mymodels.enc.encode.json").code_dim == 3

@@ -33,3 +33,20 @@ def test_readme_first_command_uses_known_commands_and_datasets():
 def test_every_dataset_has_a_card():
     cards = set(re.findall(r"^## (\S+)", (ROOT / "DATASETS.md").read_text(), re.M))
     assert set(list_datasets()) <= cards
+
+
+def test_readme_first_command_works_when_repeated(tmp_path, monkeypatch, capsys):
+    """Its factorbench commands, run twice in the same folder, succeed both times."""
+    import shlex
+
+    from factorbench.benchmark.cli import main
+
+    first = _readme_commands()[0]
+    commands = [shlex.split(part)[1:] for part in first.split("&&") if shlex.split(part)[0] == "factorbench"]
+    assert [c[0] for c in commands] == ["generate", "verify", "evaluate"]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FACTORBENCH_DATA", str(tmp_path / "cache"))
+    for _ in range(2):
+        for argv in commands:
+            assert main([*argv, "--quiet"] if argv[0] != "verify" else argv) == 0, (argv, capsys.readouterr().err)
+    assert (tmp_path / "square-lsbd-v1.pca.json").is_file() and any((tmp_path / "plots").glob("*.png"))

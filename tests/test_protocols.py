@@ -151,17 +151,18 @@ def test_reference_encoders_order_and_result_round_trip(small_results, tmp_path)
     assert ideal.metrics["factor_vae"]["scalars"]["score"] == 1.0 > random.metrics["factor_vae"]["scalars"]["score"]
     assert pca.metrics["d_lsbd"]["scalars"]["score"] > 0.01
     assert ideal.code_dim == 4 and ideal.protocol_hash == SMALL.hash()
-    assert ideal.dataset["spec_hash"] and ideal.dataset["manifest_sha256"]["images"]
+    assert ideal.dataset["spec_hash"] and ideal.dataset["sha256"]["images"]
     path = ideal.save(tmp_path / "r.json")
     assert load_result(path).to_dict() == json.loads(json.dumps(ideal.to_dict()))
     with pytest.raises(FactorbenchError, match="--force"):
         ideal.save(path)
 
 
-def test_metric_warnings_reach_the_result_file_and_the_summary(small_results, tmp_path):
+def test_metric_warnings_reach_the_result_file_and_the_summary(small_results, data_dir, tmp_path):
+    from factorbench.benchmark.cache import prepare_dataset
     from factorbench.benchmark.dataset import load
 
-    with load(small_results["ideal"].dataset["path"]) as ds:
+    with load(prepare_dataset(SMALL.dataset, progress=False)) as ds:
         f = ds.factors
     # the ideal code, scaled below FactorVAE's pruning threshold, with a constant dimension
     codes = 0.01 * np.stack([np.cos(f[:, 0]), np.sin(f[:, 0]), np.zeros(len(f)), np.cos(f[:, 1]), np.sin(f[:, 1])], 1)
@@ -184,8 +185,9 @@ def test_codes_given_by_the_user_must_match_the_file(small_results, data_dir):
     with pytest.raises(FactorbenchError, match="either an encoder or codes"):
         evaluate(SMALL, progress=False)
     from factorbench.benchmark import load
+    from factorbench.benchmark.cache import prepare_dataset
 
-    with load(ideal.dataset["path"]) as ds:
+    with load(prepare_dataset(SMALL.dataset, progress=False)) as ds:
         angles = ds.factors
     codes = np.concatenate([np.cos(angles), np.sin(angles)], axis=1)
     again = evaluate(SMALL, codes=codes, progress=False, only=("d_lsbd",))
@@ -196,25 +198,28 @@ def test_scores_table_sorts_and_refuses_stale_results(small_results, tmp_path):
     folder = tmp_path / "ref"
     for name, result in small_results.items():
         dataclasses.replace(result, model=name).save(folder / f"{name}.json")
-    header, rows = scores_table(SMALL, folder)
-    assert header[:2] == ["model", "runs"] and rows[0][0] == "ideal" and rows[-1][0] == "random"
-    assert "| ideal |" in format_table(header, rows, "md")
-    assert format_table(header, rows, "csv").splitlines()[0].startswith("model,runs,")
-    stale = json.loads((folder / "pca.json").read_text())
-    stale["protocol_hash"] = "0" * 64
-    (folder / "pca.json").write_text(json.dumps(stale))
+    table = scores_table(SMALL, folder)
+    assert [r[0] for r in table.rows][0] == "ideal" and table.rows[-1][0] == "random"
+    assert "| ideal |" in format_table(table, "md")
+    assert format_table(table, "csv").splitlines()[0].startswith("model,runs,")
+    stale = dataclasses.replace(small_results["pca"], model="pca", protocol_hash="0" * 64)
+    stale.save(folder / "pca.json", force=True)
     with pytest.raises(FactorbenchError, match="stale"):
         reference_results(SMALL, folder)
 
 
-def test_seeds_are_aggregated(small_results, tmp_path):
-    ideal = small_results["ideal"].to_dict()
-    other = json.loads(json.dumps(ideal))
-    other["metrics"]["mig"]["scalars"]["score"] = ideal["metrics"]["mig"]["scalars"]["score"] - 0.1
-    (tmp_path / "ideal.json").write_text(json.dumps({"model": "ideal", "runs": [ideal, other]}))
-    header, rows = scores_table(SMALL, tmp_path)
-    mean, std = rows[0][header.index("mig.score")]
-    assert rows[0][1] == 2 and std == pytest.approx(0.05)
+def test_seeds_are_aggregated_with_the_sample_std(small_results, tmp_path):
+    ideal = small_results["ideal"]
+    mig = ideal.metrics["mig"]
+    lower = {**mig, "scalars": {"score": mig["scalars"]["score"] - 0.1},
+             "result": {**mig["result"], "score": mig["scalars"]["score"] - 0.1}}
+    other = dataclasses.replace(ideal, metrics={**ideal.metrics, "mig": lower})
+    runs = [json.loads(r.to_json()) for r in (ideal, other)]
+    (tmp_path / "ideal.json").write_text(json.dumps({"model": "ideal", "runs": runs}))
+    table = scores_table(SMALL, tmp_path)
+    mean, std = table.rows[0][2][table.columns.index("mig.score")]
+    assert table.rows[0][1] == 2 and std == pytest.approx(0.1 / 2 ** 0.5)   # sample std (n - 1)
+    assert "sample standard deviation (n - 1)" in format_table(table, "md")
 
 
 def test_cli_evaluate_with_module_function(small_results, data_dir, tmp_path, monkeypatch, capsys):
@@ -284,23 +289,25 @@ def test_cli_protocols_scores_and_plots(small_results, data_dir, tmp_path, monke
     result_file.rename(folder / "ideal.json")
     capsys.readouterr()
     assert main(["scores", SMALL.name, "--dir", str(folder), "--format", "csv"]) == 0
-    assert capsys.readouterr().out.splitlines()[1].startswith("ideal,1,")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("direction,,,lower,lower,") and lines[2].startswith("ideal,1,yes,")
     assert main(["scores", "square-lsbd-v1"]) == 0
-    table = capsys.readouterr().out.splitlines()
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
     assert table[2].startswith("| ideal |") and table[-1].startswith("| random |")
     assert main(["scores", "square-dependent-v1", "--columns", "single.*"]) == 0
     columns = capsys.readouterr().out.splitlines()[0].strip("| ").split(" | ")[2:]
-    headline = "independent.minimality_sufficiency.sufficiency"   # always shown
-    assert headline in columns and len(columns) > 1
-    assert all(c.startswith("single.") for c in columns if c != headline)
+    headline = "independent.minimality_sufficiency.sufficiency ↑ (headline)"   # always shown, first
+    assert columns[0] == headline and len(columns) > 1
+    assert all(c.startswith("single.") for c in columns[1:])
 
 
 def test_cli_codes_file_in_any_order_with_indices(small_results, data_dir, tmp_path, monkeypatch):
     import factorbench.benchmark.protocols.base as base
     from factorbench.benchmark import load
+    from factorbench.benchmark.cache import prepare_dataset
 
     monkeypatch.setitem(base.PROTOCOLS, SMALL.name, SMALL)
-    with load(small_results["ideal"].dataset["path"]) as ds:
+    with load(prepare_dataset(SMALL.dataset, progress=False)) as ds:
         angles = ds.factors
     codes = np.concatenate([np.cos(angles), np.sin(angles)], axis=1)
     order = np.random.default_rng(0).permutation(len(codes))

@@ -22,4 +22,7 @@ def test_reference_rows_are_current_and_ordered(name):
     sign = 1.0 if protocol.headline.better == "higher" else -1.0
     assert sign * head["ideal"] > sign * head["pca"] > sign * head["random"], head
     for runs in results.values():
-        assert len(runs[0].dataset["spec_hash"]) == 64 and runs[0].dataset["manifest_sha256"]["images"]
+        assert len(runs[0].dataset["spec_hash"]) == 64
+        # the protocol pins the images its reference rows were scored on
+        assert runs[0].dataset["sha256"]["images"] == protocol.reference_images
+        assert runs[0].dataset["same_images_as_reference"] is True

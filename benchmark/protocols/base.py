@@ -106,6 +106,10 @@ class Protocol:
     metrics: tuple[MetricCall, ...]
     headline: Headline
     citation: str = ""
+    #: sha256 of the images the reference rows were scored on ("" = none pinned). Rendered datasets
+    #: differ in their last bits between renderers and drivers; a result on other images says so. It
+    #: names a copy of the data, not a setting, so it is not part of the protocol's JSON or hash.
+    reference_images: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metrics", tuple(self.metrics))

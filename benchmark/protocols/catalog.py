@@ -34,6 +34,17 @@ TONNAER = ("Tonnaer, Perez Rey, Menkovski, Holenderski & Portegies, Quantifying 
            "disentanglement, ICML 2022")
 ALMUDEVAR = "Almudévar & Ortega, Rethinking disentanglement under dependent factors of variation, 2025"
 
+#: sha256 of the images the reference rows (benchmark/reference/) were scored on, per generator with its
+#: default parameters and seed 0: the 3D sets rendered by the gl backend on Mesa llvmpipe (LLVM 15.0.6,
+#: Mesa 22.3.6); another renderer or driver gives other images and the result says so (METRICS.md)
+REFERENCE_IMAGES = {
+    "square": "05f6f98c6c6d2ced844eb8c0077820e0ac51f98495e1ca35ee3fe7e7b16b9142",
+    "arrow": "9d15507d8ebd6cfb165b545b9c4cb6c08541789c1d8a1c4068fd2b7f872e850d",
+    "airplane": "a867ce0944d1524105134b5846a32813ddba15539574ce6283a3ab354810c499",
+    "objects": "2fd8afc526882f1098b23e70f8539b6313d5e99d5c1b0d2d52678294a4b538e0",
+    "teapot": "a2a15a87a4b06e017f0e2986fea40fd816b0b2e6c9e4e94c1d72cdb4dbf14de1",
+}
+
 #: the correlated-factor presets of the dependent-factor protocols, where a dataset's factors allow them
 DEPENDENT_PRESETS = ("single", "double-0.1", "triple", "confounded")
 
@@ -56,7 +67,8 @@ def _teapot_dci() -> Protocol:
         "teapot-dci-v1", 1,
         "Eastwood & Williams: teapot 200k, DCI (lasso, random forest) with zero-shot NRMSE on the gap, "
         "MIG, SAP, modularity, explicitness, IRS, Do & Tran",
-        DatasetRef("teapot"), metrics, Headline("dci_forest", "disentanglement"), EASTWOOD)
+        DatasetRef("teapot"), metrics, Headline("dci_forest", "disentanglement"), EASTWOOD,
+        REFERENCE_IMAGES["teapot"])
 
 
 def _lsbd(name: str, generator: str, per_object: bool = False, needs_source: bool = False) -> Protocol:
@@ -77,7 +89,8 @@ def _lsbd(name: str, generator: str, per_object: bool = False, needs_source: boo
         f"{name}-lsbd-v1", 1,
         f"Tonnaer et al.: {generator}, D_LSBD {what}, plus BetaVAE, FactorVAE, SAP, DCI, MIG, modularity"
         + (" (needs local data: --source)" if needs_source else ""),
-        DatasetRef(generator, needs_source=needs_source), metrics, Headline("d_lsbd", "score", "lower"), TONNAER)
+        DatasetRef(generator, needs_source=needs_source), metrics, Headline("d_lsbd", "score", "lower"), TONNAER,
+        REFERENCE_IMAGES.get(generator, ""))
 
 
 def _dependent(generator: str) -> Protocol:
@@ -102,7 +115,7 @@ def _dependent(generator: str) -> Protocol:
         f"Almudévar & Ortega: {generator}, minimality, sufficiency, MIG, SAP, modularity, IRS and single-code "
         f"accuracy on independent and correlated ({', '.join(presets)}) samples",
         DatasetRef(generator, extra_splits=presets), tuple(metrics),
-        Headline("independent.minimality_sufficiency", "sufficiency"), ALMUDEVAR)
+        Headline("independent.minimality_sufficiency", "sufficiency"), ALMUDEVAR, REFERENCE_IMAGES[generator])
 
 
 register(_teapot_dci())

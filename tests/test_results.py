@@ -1,0 +1,158 @@
+"""Result files and score tables: every file validated (schema, checksum, protocol, data, duplicates),
+user rows beside the reference rows, the headline first with its direction, the protocol's order."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from factorbench.benchmark.cli import main
+from factorbench.benchmark.evaluation import evaluate
+from factorbench.benchmark.protocols import DatasetRef, Headline, MetricCall, Protocol
+from factorbench.benchmark.protocols.catalog import REFERENCE_IMAGES
+from factorbench.benchmark.results import format_table, load_result, reference_results, scores_table
+from factorbench.generators.errors import FactorbenchError
+
+# metrics not in alphabetical order; the headline (lower is better) is not the first metric
+TABLE = Protocol("square-table-v1", 1, "test protocol", DatasetRef("square"),
+                 (MetricCall("mig", "mig", {"eval": "all"}),
+                  MetricCall("dci", "dci", {"train": "train", "validation": "validation", "test": "test"},
+                             {"regressor": "lasso"})),
+                 Headline("dci", "informativeness", "lower"), reference_images=REFERENCE_IMAGES["square"])
+OTHER = dataclasses.replace(TABLE, name="square-other-v1")
+ORDER = ["dci.informativeness", "mig.score", "dci.disentanglement", "dci.completeness"]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    data = tmp_path_factory.mktemp("table-data")
+    return {name: dataclasses.replace(evaluate(TABLE, name, data_dir=data, progress=False), model=name)
+            for name in ("ideal", "random", "pca")}
+
+
+@pytest.fixture
+def folder(results, tmp_path, monkeypatch):
+    import factorbench.benchmark.protocols.base as base
+
+    monkeypatch.setitem(base.PROTOCOLS, TABLE.name, TABLE)
+    monkeypatch.setitem(base.PROTOCOLS, OTHER.name, OTHER)
+    path = tmp_path / "ref"
+    for name, result in results.items():
+        result.save(path / f"{name}.json")
+    return path
+
+
+def _scores(capsys, *argv):
+    code = main(["scores", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_result_json_holds_the_headline_and_directions_in_the_protocols_order(results, tmp_path):
+    result = results["pca"]
+    assert result.headline == {"key": "dci.informativeness", "better": "lower"}
+    assert result.directions["dci.informativeness"] == "lower" and result.directions["mig.score"] == "higher"
+    text = json.loads(result.save(tmp_path / "r.json").read_text(), object_pairs_hook=list)
+    metrics = dict(text)["metrics"]
+    assert [label for label, _ in metrics] == ["mig", "dci"]
+    lines = result.summary().splitlines()
+    assert lines[1].startswith("  headline: dci.informativeness = ") and lines[1].endswith("(lower is better)")
+    assert [line.split()[0] for line in lines[2:6]] == ORDER
+    assert "(lower is better)" in lines[2] and "(higher is better)" in lines[3]
+
+
+def test_table_shows_the_headline_first_and_keeps_the_protocols_order(folder, capsys):
+    table = scores_table(TABLE, folder)
+    assert list(table.columns) == ORDER and table.directions == ("lower", "higher", "higher", "higher")
+    assert [row[0] for row in table.rows] == ["ideal", "pca", "random"]
+    code, out, _ = _scores(capsys, TABLE.name, "--dir", str(folder))
+    header = out.splitlines()[0]
+    assert code == 0 and header.startswith("| model | runs | dci.informativeness ↓ (headline) | mig.score ↑ |")
+    assert "headline: dci.informativeness (lower is better)" in out
+    code, out, _ = _scores(capsys, TABLE.name, "--dir", str(folder), "--format", "latex")
+    assert code == 0 and out.startswith(r"\begin{tabular}{l r r r r r }")
+    assert r"dci.informativeness $\downarrow$ & mig.score $\uparrow$" in out
+    assert r"\midrule" in out and out.rstrip().splitlines()[-2] == r"\end{tabular}"
+
+
+def test_an_edited_value_is_refused(folder, capsys):
+    data = json.loads((folder / "pca.json").read_text())
+    data["metrics"]["mig"]["scalars"]["score"] = 0.99
+    data["metrics"]["mig"]["result"]["score"] = 0.99
+    (folder / "pca.json").write_text(json.dumps(data))
+    code, out, err = _scores(capsys, TABLE.name, "--dir", str(folder))
+    assert code == 2 and "pca.json" in err and "checksum does not match" in err and "0.99" not in out
+    data["metrics"]["mig"]["result"]["score"] = 0.5   # scalar and matrix disagree
+    (folder / "pca.json").write_text(json.dumps(data))
+    with pytest.raises(FactorbenchError, match="pca.json: mig.score is 0.99 but the metric's result says 0.5"):
+        load_result(folder / "pca.json")
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.pop("metrics"), "missing metrics"),
+    (lambda d: d.update(extra=1), "unknown extra"),
+    (lambda d: d.update(code_dim="ten"), "code_dim must be int"),
+    (lambda d: d.update(result_format=1), "result format 1"),
+    (lambda d: d["dataset"].pop("sha256"), "dataset must hold spec_hash and sha256"),
+])
+def test_the_schema_is_checked_and_the_error_names_the_file(folder, capsys, change, message):
+    data = json.loads((folder / "random.json").read_text())
+    change(data)
+    (folder / "random.json").write_text(json.dumps(data))
+    code, _, err = _scores(capsys, TABLE.name, "--dir", str(folder))
+    assert code == 2 and f"{folder / 'random.json'}" in err and message in err
+
+
+def test_a_result_on_other_data_is_refused(results, folder, capsys):
+    other = dataclasses.replace(results["pca"], dataset={**results["pca"].dataset, "spec_hash": "f" * 64})
+    other.save(folder / "pca.json", force=True)
+    code, _, err = _scores(capsys, TABLE.name, "--dir", str(folder))
+    assert code == 2 and "pca.json was scored on dataset spec ffffffffffff" in err
+
+
+def test_rows_on_other_images_are_marked(results, folder, capsys):
+    dataset = {**results["pca"].dataset, "sha256": {**results["pca"].dataset["sha256"], "images": "e" * 64}}
+    dataclasses.replace(results["pca"], dataset=dataset).save(folder / "pca.json", force=True)
+    table = scores_table(TABLE, folder)
+    assert {row[0]: row[3] for row in table.rows} == {"ideal": True, "pca": False, "random": True}
+    text = format_table(table, "md")
+    assert "| pca * |" in text and "* scored on other images than the protocol's reference copy" in text
+    assert "pca,1,no," in format_table(table, "csv")
+
+
+def test_two_files_naming_one_model_are_refused(results, folder, capsys):
+    results["pca"].save(folder / "pca-again.json")
+    code, _, err = _scores(capsys, TABLE.name, "--dir", str(folder))
+    assert code == 2 and "/pca-again.json" in err and "/pca.json" in err and "both hold results of model 'pca'" in err
+
+
+def test_another_protocols_result_is_named_as_such(folder, capsys):
+    code, _, err = _scores(capsys, OTHER.name, "--dir", str(folder))
+    assert code == 2 and "holds a result of protocol square-table-v1, not square-other-v1" in err
+    assert "stale" not in err
+
+
+def test_a_missing_folder_is_an_error(folder, capsys, tmp_path):
+    code, out, err = _scores(capsys, TABLE.name, "--dir", str(tmp_path / "nonexistent"))
+    assert code == 2 and "no such folder" in err and "no results" not in out
+    code, out, _ = _scores(capsys, "modelnet40-lsbd-v1")   # no shipped rows: an empty table is no error
+    assert code == 0 and "no results for modelnet40-lsbd-v1 yet" in out
+
+
+def test_user_results_are_added_beside_the_reference_rows(results, folder, tmp_path, capsys):
+    mine = tmp_path / "mine.json"
+    dataclasses.replace(results["pca"], model="my-vae").save(mine)
+    ref = tmp_path / "ref-only"
+    ref.mkdir()
+    for name in ("ideal", "random"):
+        (ref / f"{name}.json").write_text((folder / f"{name}.json").read_text())
+    code, out, _ = _scores(capsys, TABLE.name, "--dir", str(ref), "--add", str(mine))
+    rows = [line.split(" | ")[0].strip("| ") for line in out.splitlines()[2:5]]
+    assert code == 0 and rows == ["ideal", "my-vae", "random"]
+    assert set(reference_results(TABLE, ref, add=[mine])) == {"ideal", "random", "my-vae"}
+    code, _, err = _scores(capsys, TABLE.name, "--dir", str(folder), "--add", str(folder / "pca.json"))
+    assert code == 2 and "both hold results of model 'pca'" in err
+    code, _, err = _scores(capsys, TABLE.name, "--dir", str(ref), "--add", str(tmp_path / "absent.json"))
+    assert code == 2 and "no such file" in err
