@@ -410,6 +410,7 @@ def format_table(table: ScoresTable, fmt: str = "md") -> str:
             lines.append(" & ".join([tex(row[0]) + ("" if row[3] else r"$^{*}$"), str(row[1]),
                                      *(tcell(m, s) for m, s in row[2])]) + r" \\")
         lines += [r"\bottomrule", r"\end{tabular}"]
-        lines += [f"% {tex(note)}" for note in notes]
+        lines += ["% " + tex(note).replace("↑", r"$\uparrow$").replace("↓", r"$\downarrow$").replace("±", r"$\pm$")
+                  for note in notes]
         return "\n".join(lines)
     raise FactorbenchError(f"unknown table format {fmt!r}; use md, csv or latex")

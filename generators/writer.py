@@ -71,30 +71,50 @@ def _check_destination(path: Path, force: bool) -> None:
     check_output_file(path, force)
 
 
-#: images rendered to estimate the size of a file before writing it
-ESTIMATE_ROWS = 16
-
-
-def _estimate_row_bytes(source: BatchSource, start: int, stop: int) -> float:
-    """Bytes per row of the file being written, from a few rows compressed as the file stores them
-    (one image per chunk, gzip level 1, a 4-byte checksum), plus factors and classes and a margin."""
+def _row_bytes(values: np.ndarray, classes: np.ndarray | None, images: np.ndarray) -> float:
+    """Bytes per row in the file, estimated from rows compressed as the file stores them (one image per
+    chunk, gzip level 1, a 4-byte checksum), plus factors and classes and a margin."""
     import zlib
 
-    values, classes, images = source(start, min(stop, start + ESTIMATE_ROWS))
     compressed = np.mean([len(zlib.compress(np.ascontiguousarray(im).tobytes(), ff.COMPRESSION_LEVEL)) + 4
                           for im in images])
     per_row = compressed + values[0].nbytes + (0 if classes is None else classes[0].nbytes)
     return 1.1 * per_row + 64  # chunk index and compression variation
 
 
-def _check_space(target: Path, partial: Path, source: BatchSource, start: int, stop: int) -> None:
-    """Refuse a file that will not fit on the disk, before rendering it (a partial file being resumed
-    counts as already written)."""
+def _rows_in_partial(partial: Path) -> int:
+    try:
+        with h5py.File(partial, "r") as f:
+            return int(f.attrs.get("rows_written", 0))
+    except (OSError, ValueError, TypeError):
+        return 0
+
+
+def _check_space(target: Path, partial: Path, source: BatchSource, start: int, stop: int,
+                 batch_size: int) -> BatchSource:
+    """Refuse a file that will not fit on the disk, before writing it. The size per row comes from the
+    partial file being resumed, else from the first batch, rendered here and handed to the writer
+    (returned source), so no row is rendered twice."""
     rows = stop - start
-    needed = _estimate_row_bytes(source, start, stop) * rows - (partial.stat().st_size if partial.exists() else 0)
+    written = _rows_in_partial(partial) if partial.exists() else 0
+    if written > 0:
+        have = partial.stat().st_size
+        needed = have / written * rows - have
+    else:
+        first = (start, min(stop, start + batch_size))
+        try:
+            batch = source(*first)
+        except KeyboardInterrupt:
+            raise GenerationInterrupted(f"interrupted before anything was written to {target}") from None
+        needed = _row_bytes(*batch) * rows
+
+        def source_with_first(a: int, b: int, _inner: BatchSource = source) -> tuple:
+            return batch if (a, b) == first else _inner(a, b)
+        source = source_with_first
     check_disk_space(target.parent, needed, f"{target} ({rows:,} images)",
                      "free some space, write elsewhere (--out), write fewer images (--n) or write shards on "
                      "several disks (--shard)")
+    return source
 
 
 def _batches(start: int, stop: int, batch_size: int) -> Iterator[tuple[int, int]]:
@@ -196,7 +216,7 @@ def _write(out: Path, spec: DatasetSpec, source: BatchSource, renderer: str, has
         raise FactorbenchError(f"batch size must be positive, got {batch_size}")
     start, stop = shard.rows(spec.n) if shard else (0, spec.n)
     partial = target.with_name(target.name + PARTIAL_SUFFIX)
-    _check_space(target, partial, source, start, stop)
+    source = _check_space(target, partial, source, start, stop, batch_size)
     log = (lambda msg: print(msg, file=sys.stderr)) if progress else (lambda msg: None)
     fresh = not partial.exists()
     f, done = _open_partial(partial, spec, start, stop, renderer, has_classes, log)

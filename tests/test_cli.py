@@ -146,7 +146,7 @@ def test_generate_refuses_a_file_that_does_not_fit_on_the_disk(tmp_path, capsys,
 
     import factorbench.generators.outputs as outputs
     from factorbench.generators import get
-    from factorbench.generators.writer import _estimate_row_bytes, _render_source
+    from factorbench.generators.writer import _row_bytes
 
     real = outputs.shutil.disk_usage
     monkeypatch.setattr(outputs.shutil, "disk_usage", lambda path: SimpleNamespace(free=100_000))
@@ -157,7 +157,8 @@ def test_generate_refuses_a_file_that_does_not_fit_on_the_disk(tmp_path, capsys,
     assert run(capsys, "generate", "arrow", "--out", str(tmp_path / "a.h5"), "--quiet")[0] == 0
     gen = get("arrow")
     spec = gen.spec()
-    estimate = _estimate_row_bytes(_render_source(gen, spec), 0, spec.n) * spec.n
+    values, classes = gen.sample_factors(spec, 0, 512)
+    estimate = _row_bytes(values, classes, gen.render(values)) * spec.n
     assert 0.5 < estimate / (tmp_path / "a.h5").stat().st_size < 2.0   # a fair estimate, not a bound
 
 

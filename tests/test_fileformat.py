@@ -149,16 +149,18 @@ def test_existing_output_needs_force_and_is_kept_on_failure(tmp_path, toy):
     assert load(out).spec.seed == 2
 
 
-def test_unwritable_destinations(tmp_path, toy, monkeypatch):
+def test_unwritable_destinations(tmp_path, toy):
     with pytest.raises(FactorbenchError, match="does not exist"):
         write_dataset(toy, tmp_path / "missing" / "x.h5", n=10, progress=False)
     with pytest.raises(FactorbenchError, match="is a directory"):
         write_dataset(toy, tmp_path, n=10, progress=False)
-    # a read-only directory (simulated: the tests may run as root, who can write anywhere)
-    monkeypatch.setattr("factorbench.generators.writer.os.access", lambda path, mode: False)
+    # folders nobody can write into, root included (root ignores permission bits, so the check creates a file)
     with pytest.raises(FactorbenchError, match="is not writable"):
-        write_dataset(toy, tmp_path / "x.h5", n=10, progress=False)
-    assert list(tmp_path.iterdir()) == []
+        write_dataset(toy, "/proc/x.h5", n=10, progress=False)
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(FactorbenchError, match="is a file, not a directory"):
+        write_dataset(toy, tmp_path / "a-file" / "x.h5", n=10, progress=False)
+    assert [p.name for p in tmp_path.iterdir()] == ["a-file"]
 
 
 def _flip_byte(path, dataset, chunk=0):
