@@ -263,6 +263,8 @@ def _train_and_evaluate(job: Job, sweep_dir: Path, plan: Plan, options: SweepOpt
     encoder = load_run(run_dir)
     for protocol in job.protocols:
         out = result_path(sweep_dir, protocol, job)
+        for stale in out.parent.glob(f".{out.name}.*.tmp"):  # left by a process killed while writing
+            stale.unlink(missing_ok=True)
         if _result_state(sweep_dir, job, protocol) == "done":
             continue
         start = time.perf_counter()

@@ -346,9 +346,11 @@ def test_collect_writes_mean_and_std_of_finished_runs(swept, tmp_path, capsys):
     assert "2 reference files written" in capsys.readouterr().out
 
 
-def _wait_for(predicate, timeout: float = 120.0) -> None:
+def _wait_for(predicate, timeout: float = 120.0, process: subprocess.Popen | None = None) -> None:
     deadline = time.time() + timeout
     while not predicate():
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"the process ended first: {process.communicate()}")
         if time.time() > deadline:
             raise AssertionError("timed out")
         time.sleep(0.1)
@@ -377,7 +379,7 @@ def test_kill_in_the_middle_then_rerun_equals_an_uninterrupted_sweep(tmp_path, d
 
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
-    _wait_for(lambda: _training_step(sweep_dir) >= 100)
+    _wait_for(lambda: _training_step(sweep_dir) >= 100, process=proc)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
@@ -391,7 +393,7 @@ def test_kill_in_the_middle_then_rerun_equals_an_uninterrupted_sweep(tmp_path, d
 
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
-    _wait_for(lambda: _training_step(sweep_dir) >= first.step + 100)
+    _wait_for(lambda: _training_step(sweep_dir) >= first.step + 100, process=proc)
     os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its job, at once
     proc.communicate(timeout=60)
     _wait_for(lambda: sweep_status(plan, sweep_dir)[0].state != "running", 30)  # the kernel frees the job's lock
@@ -403,6 +405,7 @@ def test_kill_in_the_middle_then_rerun_equals_an_uninterrupted_sweep(tmp_path, d
     for protocol in job.protocols:
         path = result_path(sweep_dir, protocol, job)
         assert _scores(path) == _scores(result_path(tmp_path / "whole", protocol, job))
+    assert sorted(p.name for p in (sweep_dir / "results").rglob("*") if p.is_file()) == ["seed0.json", "seed0.json"]
     record = json.loads(state_path(sweep_dir, job).read_text())
     assert record["state"] == "done" and record["attempts"] == 3
     from safetensors.numpy import load_file
@@ -410,3 +413,75 @@ def test_kill_in_the_middle_then_rerun_equals_an_uninterrupted_sweep(tmp_path, d
     a = load_file(str(next((sweep_dir / "runs").glob("*/weights.safetensors"))))
     b = load_file(str(next((tmp_path / "whole" / "runs").glob("*/weights.safetensors"))))
     assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def _fake_slurm(tmp_path: Path, monkeypatch) -> Path:
+    """sbatch, srun and scontrol stand-ins on PATH: sbatch keeps the submission file and answers with job 4242;
+    scontrol records its arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    scripts = {"sbatch": f'cp "$1" {tmp_path}/submitted.sh\necho "Submitted batch job 4242"\n', "srun": "exit 0\n",
+               "scontrol": f'echo "$@" >> {tmp_path}/scontrol.txt\n'}
+    for name, body in scripts.items():
+        (bin_dir / name).write_text("#!/bin/sh\n" + body)
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return tmp_path / "submitted.sh"
+
+
+def _slurm_task(sweep_dir: Path, job_id: str, data_dir: Path) -> subprocess.Popen:
+    """Run SLURM job ``job_id`` (``4242``, or ``4242_1`` for an array task) as SLURM would: submitit's entry
+    point with SLURM's variables."""
+    array, _, task = job_id.partition("_")
+    env = {**os.environ, "FACTORBENCH_DATA": str(data_dir), "SUBMITIT_EXECUTOR": "slurm", "SLURM_JOB_ID": array,
+           "SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
+           "SLURM_JOB_NUM_NODES": "1"}
+    if task:
+        env.update(SLURM_JOB_ID=str(5000 + int(task)), SLURM_ARRAY_JOB_ID=array, SLURM_ARRAY_TASK_ID=task)
+    return subprocess.Popen([sys.executable, "-u", "-m", "submitit.core._submit", str(sweep_dir / "submitit" / "%j")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_slurm_engine_submits_one_requeueable_array(tmp_path, monkeypatch):
+    submitted = _fake_slurm(tmp_path, monkeypatch)
+    plan = _plan(tmp_path, PLAN + BETA)
+    outcome = run_sweep(plan, tmp_path / "sweep", engine="slurm", parallel=2, only="*/seed0", options=OPTIONS,
+                        settings={"partition": "gpu", "time": 30, "gpus_per_node": 1}, **QUIET)
+    assert outcome == {"vae/square/seed0": "submitted", "beta-vae/square/seed0": "submitted"}
+    script = submitted.read_text()
+    for line in ("--array=0-1%2", "--requeue", "--signal=USR2@120", "--partition=gpu", "--time=30", "--gpus-per-node=1",
+                 "--cpus-per-task=1", "--job-name=factorbench-tiny"):
+        assert f"#SBATCH {line}\n" in script
+    assert json.loads((tmp_path / "sweep" / "slurm.json").read_text())["jobs"] == {
+        "vae/square/seed0": "4242_0", "beta-vae/square/seed0": "4242_1"}
+    monkeypatch.setenv("PATH", "/nowhere")
+    with pytest.raises(FactorbenchError, match="--engine slurm needs a SLURM cluster"):
+        run_sweep(plan, tmp_path / "sweep", engine="slurm", options=OPTIONS, **QUIET)
+
+
+@pytest.mark.slow
+def test_slurm_preemption_requeues_and_resumes_from_the_checkpoint(tmp_path, monkeypatch, data_dir):
+    """A SLURM array task preempted (USR2) while it trains asks SLURM to requeue it; the requeued task resumes the
+    run from its checkpoint and finishes the job."""
+    _fake_slurm(tmp_path, monkeypatch)
+    plan = _plan(tmp_path, PLAN.replace("steps = 30 ", "steps = 600 ").replace("seeds = [0, 1]", "seeds = [0]"))
+    sweep_dir = tmp_path / "sweep"
+    options = SweepOptions(threads=1, samples=False, checkpoint_every_s=0.5)
+    run_sweep(plan, sweep_dir, engine="slurm", options=options, **QUIET)
+    task = _slurm_task(sweep_dir, "4242", data_dir)  # one job: not an array
+    _wait_for(lambda: _training_step(sweep_dir) >= 150, process=task)
+    task.send_signal(signal.SIGUSR2)
+    out, err = task.communicate(timeout=120)
+    assert "preempted" in err and (tmp_path / "scontrol.txt").read_text().split() == ["requeue", "4242"]
+    first = sweep_status(plan, sweep_dir)[0]
+    assert first.state == "interrupted" and first.step >= 150
+    task = _slurm_task(sweep_dir, "4242", data_dir)  # SLURM starts the requeued job
+    out, err = task.communicate(timeout=300)
+    assert task.returncode == 0, err
+    job = expand(plan)[0]
+    record = json.loads(state_path(sweep_dir, job).read_text())
+    assert record["state"] == "done" and record["attempts"] == 2
+    log = next((sweep_dir / "runs").glob("*/log.csv")).read_text().splitlines()[1:]
+    steps = [int(line.split(",")[0]) for line in log]
+    assert steps == sorted(set(steps)) and steps[-1] == 600
+    assert all(result_path(sweep_dir, p, job).is_file() for p in job.protocols)
