@@ -120,8 +120,8 @@ def _sweep(p: argparse.ArgumentParser) -> None:
                    "default local")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="jobs run at once (SLURM: array parallelism); "
                    "default 1")
-    p.add_argument("--only", metavar="PATTERN", help="run the jobs whose id (name/dataset/seedK) matches: shell "
-                   "patterns, comma-separated, e.g. 'vae/square/*'")
+    p.add_argument("--only", metavar="PATTERN", help="only these jobs: shell patterns over job ids (name/dataset/"
+                   "seedK), job indices or ranges, comma-separated, e.g. 'vae/square/*' or '0-8'")
     p.add_argument("--dry-run", action="store_true", help="list the jobs and their state; run nothing")
     p.add_argument("--status", action="store_true", help="what is done, running, failed (with the error) and left, "
                    "CPU hours spent and an estimate for the rest")

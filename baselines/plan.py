@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -237,10 +238,11 @@ def _entry(source: str, i: int, table: Any, datasets: Mapping[str, DatasetPlan],
                          " of the entry or of [budget]), not in params")
     entry = PlanEntry(model, name, dict(sorted(params.items())), names, seeds, steps)
     try:
-        entry.config(seeds[0])
+        typed = entry.config(seeds[0]).to_dict()["params"]
     except FactorbenchError as exc:
         raise _error(source, f"{where} params", str(exc)) from None
-    return entry
+    # the settings as the config holds them (beta = 5 and beta = 5.0 are one plan, one hash)
+    return dataclasses.replace(entry, params={k: typed[k] for k in entry.params})
 
 
 def parse_plan(data: Mapping[str, Any], source: str = "<plan>") -> Plan:
@@ -313,19 +315,30 @@ def expand(plan: Plan) -> list[Job]:
     return jobs
 
 
+def _matches(job: Job, pattern: str) -> bool:
+    """A job id pattern (``vae/square/*``), a job index (``7``) or an index range (``0-8``, both included)."""
+    numbers = re.fullmatch(r"(\d+)(?:-(\d+))?", pattern)
+    if numbers:
+        low = int(numbers.group(1))
+        return low <= job.index <= int(numbers.group(2) or low)
+    return fnmatch.fnmatchcase(job.id, pattern)
+
+
 def select(jobs: Sequence[Job], only: str | None) -> list[Job]:
-    """The jobs whose id matches ``only``: shell patterns separated by commas (``'vae/square/*,*/teapot/*'``);
-    None selects all. A pattern that matches nothing is an error (a typo would otherwise run nothing)."""
+    """The jobs that ``only`` names: comma-separated shell patterns over job ids (``'vae/square/*,*/teapot/*'``),
+    job indices (``7``) or index ranges (``0-8``); None selects all. A pattern that matches nothing is an
+    error (a typo would otherwise run nothing)."""
     if only is None:
         return list(jobs)
     patterns = [p.strip() for p in only.split(",") if p.strip()]
     if not patterns:
         raise FactorbenchError("--only needs a pattern such as 'vae/square/*'")
     for p in patterns:
-        if not any(fnmatch.fnmatchcase(j.id, p) for j in jobs):
+        if not any(_matches(j, p) for j in jobs):
             ids = ", ".join(j.id for j in jobs[:4]) + (", ..." if len(jobs) > 4 else "")
-            raise FactorbenchError(f"--only {p!r} matches no job; job ids look like {ids} (name/dataset/seedK)")
-    return [j for j in jobs if any(fnmatch.fnmatchcase(j.id, p) for p in patterns)]
+            raise FactorbenchError(f"--only {p!r} matches no job; job ids look like {ids} (name/dataset/seedK), "
+                                   f"indices run from 0 to {len(jobs) - 1}")
+    return [j for j in jobs if any(_matches(j, p) for p in patterns)]
 
 
 def replace_entries(plan: Plan, entries: Sequence[PlanEntry]) -> Plan:

@@ -104,6 +104,7 @@ def test_plan_round_trip_and_hash(tmp_path):
                             "channels = [8, 8, 8, 8] }")
     assert _plan(tmp_path, relaid, "b.toml").hash() == plan.hash()
     explicit = PLAN.replace('model = "vae"\n', 'model = "vae"\nname = "vae"\nseeds = [0, 1]\nsteps = 30\n')
+    assert _plan(tmp_path, PLAN + BETA, "e.toml").hash() == _plan(tmp_path, PLAN + BETA.replace("4.0", "4"), "f.toml").hash()
     assert _plan(tmp_path, explicit, "c.toml").hash() == plan.hash()
     # what is trained or evaluated changes it
     changes = [("steps = 30", "steps = 31"), ("seeds = [0, 1]", "seeds = [0, 2]"), ("hidden = 32", "hidden = 33"),
@@ -138,6 +139,10 @@ def test_only_selects_by_pattern(tmp_path):
     assert [j.id for j in select(jobs, "*/seed0")] == ["vae/square/seed0", "beta-vae/square/seed0"]
     assert [j.id for j in select(jobs, "beta-vae/*, vae/*/seed1")] == ["vae/square/seed1", "beta-vae/square/seed0"]
     assert len(select(jobs, None)) == 3
+    assert [j.id for j in select(jobs, "2")] == ["beta-vae/square/seed0"]  # job indices, as disentanglement_lib's
+    assert [j.index for j in select(jobs, "0-1")] == [0, 1] and [j.index for j in select(jobs, "1-9, 0")] == [0, 1, 2]
+    with pytest.raises(FactorbenchError, match="indices run from 0 to 2"):
+        select(jobs, "3")
     with pytest.raises(FactorbenchError, match="matches no job; job ids look like vae/square/seed0"):
         select(jobs, "vae/arrow/*")
 
