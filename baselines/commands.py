@@ -136,6 +136,8 @@ def _sweep(p: argparse.ArgumentParser) -> None:
                    "defaults; with --jobs N on C cores use about C/N)")
     p.add_argument("--checkpoint-every", type=float, default=120.0, metavar="SECONDS",
                    help="seconds between training checkpoints (default 120)")
+    p.add_argument("--record-every", type=float, default=30.0, metavar="SECONDS",
+                   help="seconds between updates of a running job's record (CPU time so far; default 30)")
     p.add_argument("--slurm", action="append", metavar="KEY=VALUE", help="SLURM setting for --engine slurm "
                    "(repeatable): partition=..., time=MINUTES, gpus_per_node=1, cpus_per_task=4, mem=16G, account=...")
 
@@ -175,7 +177,7 @@ def _sweep(p: argparse.ArgumentParser) -> None:
                       f"{job.config.steps} steps  {state}  -> {', '.join(job.protocols)}")
             return 0
         options = SweepOptions(device=args.device, precision=args.precision, threads=args.threads,
-                               checkpoint_every_s=args.checkpoint_every)
+                               checkpoint_every_s=args.checkpoint_every, record_every_s=args.record_every)
         outcome = run_sweep(plan, sweep_dir, engine=args.engine, parallel=args.jobs, only=args.only, options=options,
                             settings=_slurm_settings(args.slurm))
         failed = sorted(k for k, v in outcome.items() if v == "failed")

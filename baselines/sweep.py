@@ -71,6 +71,8 @@ class SweepOptions:
     checkpoint_every_s: float = 120.0
     #: write samples.png into each run
     samples: bool = True
+    #: seconds between updates of the job's record (its CPU and wall time so far) while it runs
+    record_every_s: float = 30.0
 
 
 def default_sweep_dir(plan: Plan) -> Path:
@@ -306,18 +308,32 @@ def run_job(job: Job, sweep_dir: str | os.PathLike, plan: Plan, options: SweepOp
                   "attempts": int(before.get("attempts", 0)) + 1, "host": socket.gethostname(), "pid": os.getpid(),
                   "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "steps": job.config.steps}
 
+        writing = threading.Lock()
+        finished = threading.Event()
+
         def save(state: str, error: str = "") -> None:
-            _atomic_write(path, json.dumps({
-                **record, "state": state, "error": error,
-                "cpu_s": float(before.get("cpu_s", 0.0)) + time.process_time() - cpu0,
-                "wall_s": float(before.get("wall_s", 0.0)) + time.perf_counter() - wall0,
-                "updated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}, indent=1, sort_keys=True))
+            with writing:
+                if finished.is_set():
+                    return
+                if state != "running":
+                    finished.set()
+                _atomic_write(path, json.dumps({
+                    **record, "state": state, "error": error,
+                    "cpu_s": float(before.get("cpu_s", 0.0)) + time.process_time() - cpu0,
+                    "wall_s": float(before.get("wall_s", 0.0)) + time.perf_counter() - wall0,
+                    "updated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
+                    indent=1, sort_keys=True))
 
         def started(run_hash: str) -> None:
             record["run_hash"] = run_hash
             save("running")
 
+        def heartbeat() -> None:  # CPU time so far, so that a job killed without warning still counts it
+            while not finished.wait(options.record_every_s):
+                save("running")
+
         save("running")
+        threading.Thread(target=heartbeat, name="factorbench-job-record", daemon=True).start()
         limits = nullcontext()
         if options.threads is not None:
             from threadpoolctl import threadpool_limits
@@ -502,6 +518,8 @@ def run_sweep(plan: Plan, sweep_dir: str | os.PathLike | None = None, *, engine:
         raise FactorbenchError(f"--jobs must be >= 1, got {parallel}")
     if options.threads is not None and options.threads < 1:
         raise FactorbenchError(f"--threads must be >= 1, got {options.threads}")
+    if not (options.checkpoint_every_s > 0 and options.record_every_s > 0):
+        raise FactorbenchError("--checkpoint-every and --record-every must be positive seconds")
     sweep_dir = Path(sweep_dir) if sweep_dir is not None else default_sweep_dir(plan)
     jobs = select(expand(plan), only)
     check_finished_unchanged(jobs, sweep_dir)

@@ -379,7 +379,7 @@ def test_kill_in_the_middle_then_rerun_equals_an_uninterrupted_sweep(tmp_path, d
 
     sweep_dir = tmp_path / "sweep"
     args = [sys.executable, "-m", "factorbench.benchmark.cli", "sweep", plan.source, "--dir", str(sweep_dir),
-            "--threads", "1", "--checkpoint-every", "0.5"]
+            "--threads", "1", "--checkpoint-every", "0.5", "--record-every", "0.5"]
     env = {**os.environ, "FACTORBENCH_DATA": str(data_dir)}
 
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -404,6 +404,7 @@ def test_kill_in_the_middle_then_rerun_equals_an_uninterrupted_sweep(tmp_path, d
     _wait_for(lambda: sweep_status(plan, sweep_dir)[0].state != "running", 30)  # the kernel frees the job's lock
     second = sweep_status(plan, sweep_dir)[0]
     assert second.state == "interrupted" and second.step > first.step
+    assert second.cpu_s > first.cpu_s and second.attempts == 2  # the killed attempt's CPU time, recorded as it ran
 
     done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
