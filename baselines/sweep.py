@@ -343,7 +343,10 @@ def run_job(job: Job, sweep_dir: str | os.PathLike, plan: Plan, options: SweepOp
             with limits:
                 _train_and_evaluate(job, sweep_dir, plan, options, started)
         except FactorbenchError as exc:
-            save("interrupted" if getattr(exc, "exit_status", 2) == 130 else "failed", _describe(exc))
+            if getattr(exc, "exit_status", 2) == 130:  # stopped with a checkpoint: resumes on the next run
+                save("interrupted", str(exc).split(";")[0])
+            else:
+                save("failed", _describe(exc))
             raise
         except (KeyboardInterrupt, SystemExit) as exc:  # Ctrl-C; submitit's exit after a requeue
             save("interrupted", type(exc).__name__)
@@ -414,6 +417,20 @@ def _failure_text(sweep_dir: Path, job: Job, exc: BaseException) -> str:
     return text
 
 
+def _submit_ignoring_ctrl_c(executor: Any, fn: Any, job_id: str) -> Any:
+    """Submit with SIGINT ignored, a disposition the job's processes inherit: the terminal's Ctrl-C reaches
+    the whole process group, and submitit's job controller would answer it by killing its job a second
+    later. This process stops the jobs with SIGTERM instead, which the controller forwards and the trainer
+    answers with a checkpoint at its next step (it installs its own Ctrl-C handler while it trains)."""
+    if threading.current_thread() is not threading.main_thread():
+        return executor.submit(fn, job_id)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return executor.submit(fn, job_id)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _run_local(req: EngineRequest) -> dict[str, str]:
     """submitit's local executor: one process per job, ``parallel`` at a time, in job order."""
     import submitit
@@ -447,15 +464,16 @@ def _run_local(req: EngineRequest) -> dict[str, str]:
         while running and time.monotonic() < deadline:
             reap(stopping=True)
             time.sleep(0.1)
-        for _, handle, _ in running.values():
-            handle.cancel()
+        for _, handle, _ in running.values():  # still running after two minutes: stop it now
+            if handle._process is not None and handle._process.poll() is None:
+                handle._process.kill()
 
     with _sigterm_flag() as stop:
         try:
             while pending or running:
                 while pending and len(running) < req.parallel and not stop.is_set():
                     job = pending.pop(0)
-                    running[job.id] = (job, executor.submit(fn, job.id), time.perf_counter())
+                    running[job.id] = (job, _submit_ignoring_ctrl_c(executor, fn, job.id), time.perf_counter())
                     req.echo(f"started {job.id} (job {job.index})")
                 reap()
                 if stop.is_set():
@@ -463,11 +481,12 @@ def _run_local(req: EngineRequest) -> dict[str, str]:
                     break
                 time.sleep(0.1)
         except KeyboardInterrupt:
-            stop_all(signal.SIGINT)
+            stop_all(signal.SIGTERM)
             stop.set()
     if stop.is_set():
-        raise SweepInterrupted(f"stopped; {len(pending) + sum(v == 'interrupted' for v in outcome.values())} jobs "
-                               "left: run the same command again to resume them from their checkpoints")
+        left = len(pending) + sum(v == "interrupted" for v in outcome.values())
+        raise SweepInterrupted(f"stopped; {left} job{'s' if left != 1 else ''} left: run the same command again to "
+                               "resume from the checkpoints")
     return outcome
 
 

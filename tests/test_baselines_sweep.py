@@ -370,41 +370,44 @@ def _training_step(sweep_dir: Path) -> int:
 
 @pytest.mark.slow
 def test_kill_in_the_middle_then_rerun_equals_an_uninterrupted_sweep(tmp_path, data_dir):
-    """SIGTERM to the sweep (its job checkpoints, exit 130), then SIGKILL to the whole process group while the
-    job trains (as a power cut): re-running completes with the scores of an uninterrupted sweep, and no result
-    file is ever half-written."""
-    text = PLAN.replace("steps = 30 ", "steps = 600 ").replace("seeds = [0, 1]", "seeds = [0]")
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it), then SIGTERM to the sweep alone (its job
+    checkpoints; exit 130 each time), then SIGKILL to the whole process group while the job trains (as a power
+    cut): re-running completes with the scores and weights of an uninterrupted sweep, and no result file is
+    ever half-written."""
+    text = PLAN.replace("steps = 30 ", "steps = 900 ").replace("seeds = [0, 1]", "seeds = [0]")
     plan = _plan(tmp_path, text)
-    run_job(expand(plan)[0], tmp_path / "whole", plan, OPTIONS)  # the uninterrupted sweep
+    job = expand(plan)[0]
+    run_job(job, tmp_path / "whole", plan, OPTIONS)  # the uninterrupted sweep
 
     sweep_dir = tmp_path / "sweep"
     args = [sys.executable, "-m", "factorbench.benchmark.cli", "sweep", plan.source, "--dir", str(sweep_dir),
             "--threads", "1", "--checkpoint-every", "0.5", "--record-every", "0.5"]
     env = {**os.environ, "FACTORBENCH_DATA": str(data_dir)}
-
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
-    _wait_for(lambda: _training_step(sweep_dir) >= 100, process=proc)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
-    assert "run the same command again to resume" in err and "Traceback" not in err
-    job = expand(plan)[0]
-    record = json.loads(state_path(sweep_dir, job).read_text())
-    assert record["state"] == "interrupted" and "interrupted at step" in record["error"]
-    first = sweep_status(plan, sweep_dir)[0]
-    assert first.state == "interrupted" and 100 <= first.step < 600
-    assert not (sweep_dir / "results").exists()
-
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
-    _wait_for(lambda: _training_step(sweep_dir) >= first.step + 100, process=proc)
-    os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its job, at once
-    proc.communicate(timeout=60)
-    _wait_for(lambda: sweep_status(plan, sweep_dir)[0].state != "running", 30)  # the kernel frees the job's lock
-    second = sweep_status(plan, sweep_dir)[0]
-    assert second.state == "interrupted" and second.step > first.step
-    assert second.cpu_s > first.cpu_s and second.attempts == 2  # the killed attempt's CPU time, recorded as it ran
+    step, cpu = 0, 0.0
+    for attempt, stop in enumerate(["ctrl-c", "sigterm", "sigkill"], 1):
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                start_new_session=True)
+        _wait_for(lambda: _training_step(sweep_dir) >= step + 100, process=proc)
+        if stop == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)
+        elif stop == "sigterm":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its job, at once
+        out, err = proc.communicate(timeout=120)
+        if stop != "sigkill":
+            assert proc.returncode == 130, err
+            assert "run the same command again to resume" in err and "Traceback" not in err
+            record = json.loads(state_path(sweep_dir, job).read_text())
+            assert record["state"] == "interrupted" and record["error"].startswith("interrupted at step")
+        _wait_for(lambda: sweep_status(plan, sweep_dir)[0].state != "running", 30)  # the kernel frees the lock
+        status = sweep_status(plan, sweep_dir)[0]
+        assert status.state == "interrupted" and status.attempts == attempt
+        # a stopped job checkpoints where it stopped; a killed one keeps its last periodic checkpoint
+        assert (step < status.step if stop == "sigkill" else step + 100 <= status.step) and status.step < 900
+        assert status.cpu_s > cpu  # the CPU time of killed attempts counts too
+        step, cpu = status.step, status.cpu_s
+        assert not (sweep_dir / "results").exists()
 
     done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -413,7 +416,7 @@ def test_kill_in_the_middle_then_rerun_equals_an_uninterrupted_sweep(tmp_path, d
         assert _scores(path) == _scores(result_path(tmp_path / "whole", protocol, job))
     assert sorted(p.name for p in (sweep_dir / "results").rglob("*") if p.is_file()) == ["seed0.json", "seed0.json"]
     record = json.loads(state_path(sweep_dir, job).read_text())
-    assert record["state"] == "done" and record["attempts"] == 3
+    assert record["state"] == "done" and record["attempts"] == 4
     from safetensors.numpy import load_file
 
     a = load_file(str(next((sweep_dir / "runs").glob("*/weights.safetensors"))))
