@@ -197,7 +197,21 @@ def _dataset(source: str, name: str, table: Any) -> DatasetPlan:
         raise _error(source, f"{where} protocols", "these protocols use different versions of the dataset; one trained "
                      "model cannot serve them all: give them separate dataset entries")
     split = _expect(source, f"{where} split", table.get("split", "train"), str, "a split name")
+    available = set().union(*(_split_names(PROTOCOLS[p].dataset) for p in protocols))
+    if split != "all" and split not in available:
+        raise _error(source, f"{where} split", f"{name} has no split {split!r}; its splits are "
+                     f"{', '.join(sorted(available))} (or 'all')")
     return DatasetPlan(name, protocols, split)
+
+
+def _split_names(ref: Any) -> set[str]:
+    """The splits the protocols' file of ``ref`` holds: the generator's own and the reference's presets."""
+    from factorbench.benchmark.cache import _extra_splits, dataset_spec
+    from factorbench.generators.splits import split_from_dict
+
+    spec = dataset_spec(ref)
+    splits = [split_from_dict(s) for s in spec.splits] + _extra_splits(ref, spec)
+    return {name for split in splits for name in split.names}
 
 
 def _entry(source: str, i: int, table: Any, datasets: Mapping[str, DatasetPlan], budget: int | None,

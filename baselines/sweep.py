@@ -46,8 +46,9 @@ from factorbench.generators.errors import FactorbenchError
 from . import models  # noqa: F401  (registers every model: the plan's configs are built in the jobs)
 from .plan import Job, Plan, expand, select
 
-__all__ = ["ENGINES", "JobStatus", "SweepInterrupted", "SweepOptions", "collect", "default_sweep_dir",
-           "format_status", "job_done", "run_job", "run_sweep", "sweep_status"]
+__all__ = ["ENGINES", "EngineRequest", "JobStatus", "SweepInterrupted", "SweepJob", "SweepOptions",
+           "check_finished_unchanged", "collect", "default_sweep_dir", "format_status", "job_done", "result_path",
+           "run_job", "run_sweep", "state_path", "sweep_status"]
 
 SWEEPS_ENV = "FACTORBENCH_SWEEPS"
 #: job states as :func:`sweep_status` reports them
@@ -401,8 +402,9 @@ def _sigterm_flag() -> Iterator[threading.Event]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _failure_text(sweep_dir: Path, job: Job, exc: BaseException) -> str:
-    """The job's error as it recorded it, else the last error line of submitit's report (then recorded)."""
+def _failure_text(sweep_dir: Path, job: Job, exc: BaseException, record_failure: bool = True) -> str:
+    """The job's error as it recorded it, else the last error line of submitit's report (then recorded as a
+    failure, unless the sweep is stopping)."""
     path = state_path(sweep_dir, job)
     record = _read_json(path) or {}
     if record.get("state") in ("failed", "interrupted") and record.get("error"):
@@ -412,8 +414,9 @@ def _failure_text(sweep_dir: Path, job: Job, exc: BaseException) -> str:
               and not line.startswith(("Traceback", "You can check"))]
     logs = [line.strip(" -") for line in lines if line.strip().endswith("_log.err")]
     text = (errors[-1] if errors else type(exc).__name__) + (f" (log: {logs[-1]})" if logs else "")
-    _atomic_write(path, json.dumps({**record, "job": job.id, "config_hash": job.config.hash(), "state": "failed",
-                                    "error": text}, indent=1, sort_keys=True))
+    if record_failure:
+        _atomic_write(path, json.dumps({**record, "job": job.id, "config_hash": job.config.hash(), "state": "failed",
+                                        "error": text}, indent=1, sort_keys=True))
     return text
 
 
@@ -454,7 +457,8 @@ def _run_local(req: EngineRequest) -> dict[str, str]:
             except Exception as exc:  # noqa: BLE001  (submitit wraps the job's error)
                 state = (_read_json(state_path(req.sweep_dir, job)) or {}).get("state")
                 outcome[job_id] = "interrupted" if stopping or state == "interrupted" else "failed"
-                req.echo(f"[{len(outcome)}/{total}] {job_id}: {outcome[job_id]}: {_failure_text(req.sweep_dir, job, exc)}")
+                why = _failure_text(req.sweep_dir, job, exc, record_failure=outcome[job_id] == "failed")
+                req.echo(f"[{len(outcome)}/{total}] {job_id}: {outcome[job_id]}: {why}")
 
     def stop_all(sig: int) -> None:
         for _, handle, _ in running.values():
@@ -549,7 +553,7 @@ def run_sweep(plan: Plan, sweep_dir: str | os.PathLike | None = None, *, engine:
         outcome[j.id] = "busy"
         echo(f"{j.id}: another process is running it; left alone")
     todo = tuple(j for j in todo if j.id not in outcome)
-    echo(f"plan {plan.name} (hash {plan.hash()[:12]}): {len(jobs)} jobs selected, {len(jobs) - len(todo) - len(busy)} "
+    echo(f"plan {plan.name} (hash {plan.hash()[:12]}): {len(jobs)} job{'s' if len(jobs) != 1 else ''} selected, {len(jobs) - len(todo) - len(busy)} "
          f"done, {len(todo)} to run -> {sweep_dir}")
     if not todo:
         return outcome
@@ -634,7 +638,7 @@ def format_status(plan: Plan, statuses: Sequence[JobStatus], sweep_dir: Path, ve
     spent = sum(s.cpu_s for s in statuses)
     estimate = _estimate_cpu_s(statuses)
     lines = [f"plan {plan.name} (hash {plan.hash()[:12]}), sweep directory {sweep_dir}",
-             f"{len(statuses)} jobs: " + ", ".join(f"{counts[s]} {s}" for s in STATES),
+             f"{len(statuses)} job{'s' if len(statuses) != 1 else ''}: " + ", ".join(f"{counts[s]} {s}" for s in STATES),
              f"CPU time spent: {spent / 3600:.2f} h (wall {sum(s.wall_s for s in statuses) / 3600:.2f} h); "
              + ("estimate for the rest: " + (f"{estimate / 3600:.2f} CPU h" if estimate is not None else
                                              "none until a job has finished"))]
@@ -721,5 +725,3 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
              + (f"; seeds {missing} not finished" if missing else "") + ")")
     return written
 
-
-__all__ += ["EngineRequest", "SweepJob", "check_finished_unchanged", "result_path", "state_path"]

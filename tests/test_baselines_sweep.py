@@ -174,6 +174,8 @@ def test_reference_plan(tmp_path):
     ('split = "all"', 'split = "all"\nsplits = "x"', r"\[datasets.square\]: unknown key splits"),
     ('name = "tiny"', 'name = "tiny"\nbudjet = 3', "top level: unknown key budjet"),
     ("[budget]", "[budget", "is not valid TOML"),
+    ('split = "all"', 'split = "tarin"', r"\[datasets.square\] split: square has no split 'tarin'; its splits are "
+                                          "correlated-confounded, correlated-single, test, train, validation"),
 ])
 def test_bad_plans_name_the_file_and_key(tmp_path, old, new, message):
     assert old in PLAN
@@ -313,6 +315,19 @@ params = {{ {TINY} }}
     assert " vae/square/seed0" not in format_status(plan, statuses, sweep_dir)
     assert " vae/square/seed0" in format_status(plan, statuses, sweep_dir, verbose=True)
     assert sweep_status(plan, sweep_dir, only="beta-vae/*/seed3")[0].state == "left"
+
+
+def test_a_job_failing_in_its_process_is_reported(tmp_path, data_dir, capsys):
+    """A job that fails in its own process: the sweep says so and exits 1; --status shows the error."""
+    plan = _plan(tmp_path, PLAN + BETA.replace("beta = 4.0", "beta = 4.0, lr = 1e12"))  # diverges at once
+    argv = ["sweep", plan.source, "--dir", str(tmp_path / "sweep"), "--threads", "1", "--only", "beta-vae/*"]
+    assert cli(argv) == 1
+    out = capsys.readouterr().out
+    assert "beta-vae/square/seed0: failed: beta-vae: loss, recon, kl became nan by step 30" in out
+    assert "1 job failed: beta-vae/square/seed0; see --status" in out
+    assert cli(argv + ["--status"]) == 0
+    out = capsys.readouterr().out
+    assert "1 job: 0 done, 0 running, 1 failed, 0 interrupted, 0 left" in out and "Lower lr" in out
 
 
 def test_collect_writes_mean_and_std_of_finished_runs(swept, tmp_path, capsys):
