@@ -248,8 +248,9 @@ def _entry(source: str, i: int, table: Any, datasets: Mapping[str, DatasetPlan],
     params = _expect(source, f"{where} params", table.get("params", {}), dict, "a table of model settings")
     for key in _RESERVED:
         if key in params:
-            raise _error(source, f"{where} params", f"{key} is set by the plan ({'steps' if key == 'steps' else 'seeds'}"
-                         " of the entry or of [budget]), not in params")
+            where_set = "steps" if key == "steps" else "seeds"
+            raise _error(source, f"{where} params", f"{key} is set by the plan ({where_set} of the entry or of "
+                         "[budget]), not in params")
     entry = PlanEntry(model, name, dict(sorted(params.items())), names, seeds, steps)
     try:
         typed = entry.config(seeds[0]).to_dict()["params"]

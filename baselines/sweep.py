@@ -240,7 +240,8 @@ def _prepare_data(job: Job) -> Path:
         for p in job.protocols:
             paths.add(prepare_dataset(get_protocol(p).dataset, progress=False))
     if len(paths) != 1:  # the plan's check makes this impossible
-        raise FactorbenchError(f"{job.id}: the protocols {', '.join(job.protocols)} use different files {sorted(paths)}")
+        raise FactorbenchError(f"{job.id}: the protocols {', '.join(job.protocols)} use different files "
+                               f"{sorted(paths)}")
     return paths.pop()
 
 
@@ -307,7 +308,8 @@ def run_job(job: Job, sweep_dir: str | os.PathLike, plan: Plan, options: SweepOp
         cpu0, wall0 = time.process_time(), time.perf_counter()
         record = {"job": job.id, "index": job.index, "config_hash": job.config.hash(), "plan_hash": plan.hash(),
                   "attempts": int(before.get("attempts", 0)) + 1, "host": socket.gethostname(), "pid": os.getpid(),
-                  "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "steps": job.config.steps}
+                  "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                  "steps": job.config.steps}
 
         writing = threading.Lock()
         finished = threading.Event()
@@ -453,7 +455,8 @@ def _run_local(req: EngineRequest) -> dict[str, str]:
             del running[job_id]
             try:
                 outcome[job_id] = handle.result()
-                req.echo(f"[{len(outcome)}/{total}] {job_id}: {outcome[job_id]} ({time.perf_counter() - started:.1f} s)")
+                seconds = time.perf_counter() - started
+                req.echo(f"[{len(outcome)}/{total}] {job_id}: {outcome[job_id]} ({seconds:.1f} s)")
             except Exception as exc:  # noqa: BLE001  (submitit wraps the job's error)
                 state = (_read_json(state_path(req.sweep_dir, job)) or {}).get("state")
                 outcome[job_id] = "interrupted" if stopping or state == "interrupted" else "failed"
@@ -514,8 +517,8 @@ def _run_slurm(req: EngineRequest) -> dict[str, str]:
     if handles:
         req.echo(f"submitted {len(handles)} jobs as SLURM array {handles[0].job_id.split('_')[0]} "
                  f"({req.parallel} at a time); follow them with --status")
-    _atomic_write(req.sweep_dir / "slurm.json", json.dumps({"jobs": {j.id: h.job_id for j, h in zip(req.jobs, handles)}},
-                                                           indent=1, sort_keys=True))
+    ids = {j.id: h.job_id for j, h in zip(req.jobs, handles)}
+    _atomic_write(req.sweep_dir / "slurm.json", json.dumps({"jobs": ids}, indent=1, sort_keys=True))
     return {j.id: "submitted" for j in req.jobs}
 
 
@@ -553,8 +556,8 @@ def run_sweep(plan: Plan, sweep_dir: str | os.PathLike | None = None, *, engine:
         outcome[j.id] = "busy"
         echo(f"{j.id}: another process is running it; left alone")
     todo = tuple(j for j in todo if j.id not in outcome)
-    echo(f"plan {plan.name} (hash {plan.hash()[:12]}): {len(jobs)} job{'s' if len(jobs) != 1 else ''} selected, {len(jobs) - len(todo) - len(busy)} "
-         f"done, {len(todo)} to run -> {sweep_dir}")
+    echo(f"plan {plan.name} (hash {plan.hash()[:12]}): {len(jobs)} job{'s' if len(jobs) != 1 else ''} selected, "
+         f"{len(jobs) - len(todo) - len(busy)} done, {len(todo)} to run -> {sweep_dir}")
     if not todo:
         return outcome
     _record_plan(sweep_dir, plan)
@@ -625,7 +628,8 @@ def _estimate_cpu_s(statuses: Sequence[JobStatus]) -> float | None:
     for s in statuses:
         if s.state == "done":
             continue
-        same = [d.cpu_s / d.job.config.steps for d in done if d.job.entry is s.job.entry and d.job.dataset == s.job.dataset]
+        same = [d.cpu_s / d.job.config.steps for d in done
+                if d.job.entry is s.job.entry and d.job.dataset == s.job.dataset]
         rate = float(np.mean(same)) if same else rate_all
         total += rate * max(s.job.config.steps - (s.step or 0), 0)
     return total
@@ -638,7 +642,8 @@ def format_status(plan: Plan, statuses: Sequence[JobStatus], sweep_dir: Path, ve
     spent = sum(s.cpu_s for s in statuses)
     estimate = _estimate_cpu_s(statuses)
     lines = [f"plan {plan.name} (hash {plan.hash()[:12]}), sweep directory {sweep_dir}",
-             f"{len(statuses)} job{'s' if len(statuses) != 1 else ''}: " + ", ".join(f"{counts[s]} {s}" for s in STATES),
+             f"{len(statuses)} job{'s' if len(statuses) != 1 else ''}: "
+             + ", ".join(f"{counts[s]} {s}" for s in STATES),
              f"CPU time spent: {spent / 3600:.2f} h (wall {sum(s.wall_s for s in statuses) / 3600:.2f} h); "
              + ("estimate for the rest: " + (f"{estimate / 3600:.2f} CPU h" if estimate is not None else
                                              "none until a job has finished"))]

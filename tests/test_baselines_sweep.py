@@ -104,7 +104,8 @@ def test_plan_round_trip_and_hash(tmp_path):
                             "channels = [8, 8, 8, 8] }")
     assert _plan(tmp_path, relaid, "b.toml").hash() == plan.hash()
     explicit = PLAN.replace('model = "vae"\n', 'model = "vae"\nname = "vae"\nseeds = [0, 1]\nsteps = 30\n')
-    assert _plan(tmp_path, PLAN + BETA, "e.toml").hash() == _plan(tmp_path, PLAN + BETA.replace("4.0", "4"), "f.toml").hash()
+    integer_beta = _plan(tmp_path, PLAN + BETA.replace("4.0", "4"), "f.toml")
+    assert _plan(tmp_path, PLAN + BETA, "e.toml").hash() == integer_beta.hash()
     assert _plan(tmp_path, explicit, "c.toml").hash() == plan.hash()
     # what is trained or evaluated changes it
     changes = [("steps = 30", "steps = 31"), ("seeds = [0, 1]", "seeds = [0, 2]"), ("hidden = 32", "hidden = 33"),
@@ -166,7 +167,8 @@ def test_reference_plan(tmp_path):
     ("hidden = 32", "hiden = 32", r"#1 \(vae\) params: unknown parameter 'hiden'"),
     ("hidden = 32", 'hidden = "wide"', r"#1 \(vae\) params: parameter 'hidden' expects int"),
     ('datasets = ["square"]', 'datasets = ["sqare"]', r"datasets: dataset 'sqare' has no \[datasets.sqare\] table"),
-    ('"square-dependent-v1"', '"square-depend-v1"', r"\[datasets.square\] protocols: unknown protocol 'square-depend-v1'"),
+    ('"square-dependent-v1"', '"square-depend-v1"',
+     r"\[datasets.square\] protocols: unknown protocol 'square-depend-v1'"),
     ('"square-dependent-v1"', '"arrow-dependent-v1"', "arrow-dependent-v1 runs on the arrow dataset, not on square"),
     ("hidden = 32", "steps = 10", r"params: steps is set by the plan"),
     ("seeds = [0, 1]", "seeds = [0, 0]", r"\[budget\] seeds: repeated values"),
@@ -243,7 +245,8 @@ def test_local_sweep_writes_one_result_per_protocol_model_seed(swept):
         assert (sweep_dir / "runs" / record["run_hash"] / "DONE").is_file()
     # the two seeds are different models
     job0, job1 = expand(plan)
-    assert _scores(result_path(sweep_dir, "square-lsbd-v1", job0)) != _scores(result_path(sweep_dir, "square-lsbd-v1", job1))
+    lsbd = [_scores(result_path(sweep_dir, "square-lsbd-v1", job)) for job in (job0, job1)]
+    assert lsbd[0] != lsbd[1]
     assert not list(sweep_dir.rglob("*.tmp"))
     print(f"tiny sweep, 2 jobs side by side with the local engine: {seconds:.1f} s")
 
@@ -304,8 +307,8 @@ params = {{ {TINY} }}
                       "beta-vae/square/seed1": "interrupted", "beta-vae/square/seed2": "running",
                       "beta-vae/square/seed3": "left"}
     assert "6 jobs: 2 done, 1 running, 1 failed, 1 interrupted, 1 left" in out
-    assert re.search(r"beta-vae/square/seed0 +failed  [\d.]+ CPU min, 1 attempt\n +the dataset went away: regenerate it",
-                     out), out
+    assert re.search(r"beta-vae/square/seed0 +failed  [\d.]+ CPU min, 1 attempt\n"
+                     r" +the dataset went away: regenerate it", out), out
     spent = sum(s.cpu_s for s in statuses)
     assert spent > 36.0 and f"CPU time spent: {spent / 3600:.2f} h" in out
     # the estimate: the finished jobs' CPU seconds per step, times the steps left
@@ -337,14 +340,15 @@ def test_collect_writes_mean_and_std_of_finished_runs(swept, tmp_path, capsys):
     plan3 = _plan(tmp_path, PLAN.replace("seeds = [0, 1]", "seeds = [0, 1, 2]"))  # seed 2 never ran
     out = tmp_path / "reference"
     written = collect(plan3, sweep_dir, out, **QUIET)
-    assert sorted(str(p.relative_to(out)) for p in written) == ["square-dependent-v1/vae.json", "square-lsbd-v1/vae.json"]
+    assert sorted(str(p.relative_to(out)) for p in written) == ["square-dependent-v1/vae.json",
+                                                                 "square-lsbd-v1/vae.json"]
     doc = json.loads((out / "square-lsbd-v1" / "vae.json").read_text())
     assert doc["model"] == "vae" and doc["seeds"] == [0, 1] and doc["missing_seeds"] == [2] and len(doc["runs"]) == 2
     runs = [json.loads(result_path(sweep_dir, "square-lsbd-v1", j).read_text()) for j in expand(plan)]
     assert doc["runs"] == runs
     values = [r["metrics"]["d_lsbd"]["scalars"]["score"] for r in runs]
-    assert doc["summary"]["d_lsbd.score"] == {"mean": pytest.approx(np.mean(values)), "std": pytest.approx(np.std(values)),
-                                              "n": 2}
+    assert doc["summary"]["d_lsbd.score"] == {"mean": pytest.approx(np.mean(values)),
+                                              "std": pytest.approx(np.std(values)), "n": 2}
     # the score tables read the file as two runs of one model, with the same mean and std
     assert [r.model for r in reference_results("square-lsbd-v1", out / "square-lsbd-v1")["vae"]] == ["vae", "vae"]
     header, rows = scores_table("square-lsbd-v1", out / "square-lsbd-v1")
