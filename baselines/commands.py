@@ -129,7 +129,7 @@ def _sweep(p: argparse.ArgumentParser) -> None:
                    "files DIR/<protocol>/<name>.json (default: the package's benchmark/reference)")
     p.add_argument("--dir", metavar="SWEEP_DIR", help="sweep directory (default $FACTORBENCH_SWEEPS/<plan name>, "
                    "else ~/.cache/factorbench/sweeps/<plan name>)")
-    p.add_argument("--verbose", action="store_true", help="--status/--dry-run: list finished jobs too")
+    p.add_argument("--verbose", action="store_true", help="--status: list the finished jobs too")
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     p.add_argument("--precision", default="auto", help="auto, bf16, fp16 or fp32 (see `factorbench train`)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads per job (default: the libraries' "
