@@ -2,8 +2,9 @@
 
 One evaluation gives an :class:`EvaluationResult`, written as JSON (numbers as floats). The reference
 table of a protocol is the folder ``benchmark/reference/<protocol>/`` (installed with the package):
-one JSON file per model, either a single result or several seeds of one model, which the table shows
-as mean and standard deviation. :func:`scores_table` refuses a file whose protocol hash differs from
+one JSON file per model, either a single result or several seeds of one model (``{"model": ..., "runs":
+[...]}``, as ``factorbench sweep PLAN --collect`` writes them, with a per-scalar ``summary``), which the
+table shows as mean and standard deviation. :func:`scores_table` refuses a file whose protocol hash differs from
 the current protocol's (a stale result must be re-run, never silently mixed in).
 """
 
