@@ -224,6 +224,19 @@ def test_cli_plan_errors_exit_2(tmp_path, capsys):
     assert "2 jobs" in out and "vae/square/seed1" in out and "to run" in out and not (tmp_path / "s").exists()
 
 
+def test_default_sweep_directory_is_named_by_the_plan(tmp_path, monkeypatch):
+    from factorbench.baselines.sweep import default_sweep_dir
+
+    plan = _plan(tmp_path)
+    monkeypatch.setenv("FACTORBENCH_SWEEPS", str(tmp_path / "sweeps"))
+    assert default_sweep_dir(plan) == tmp_path / "sweeps" / "tiny"
+    monkeypatch.delenv("FACTORBENCH_SWEEPS")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert default_sweep_dir(plan) == tmp_path / "cache" / "factorbench" / "sweeps" / "tiny"
+    # appending an entry changes the plan's hash, not its directory: the finished jobs stay where they are
+    assert default_sweep_dir(_plan(tmp_path, PLAN + BETA, "more.toml")) == default_sweep_dir(plan)
+
+
 # ---------------------------------------------------------------------------------------------- sweeps
 
 def test_local_sweep_writes_one_result_per_protocol_model_seed(swept):
