@@ -1,9 +1,10 @@
-"""The training subcommands of ``factorbench`` (``train``, ``show-run``), registered into the CLI's
-command table. PyTorch is imported only when one of them runs (install the ``train`` extra)."""
+"""The training subcommands of ``factorbench`` (``train``, ``show-run``, ``sweep``), registered into the CLI's
+command table. PyTorch (and submitit) are imported only when one of them runs (install the ``train`` extra)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from factorbench.benchmark.cli import command
 from factorbench.generators.errors import FactorbenchError
@@ -100,5 +101,88 @@ def _show_run(p: argparse.ArgumentParser) -> None:
         from .show import show_run
 
         print(f"wrote {show_run(args.run_dir, args.out, force=args.force)}")
+        return 0
+    p.set_defaults(run=run)
+
+
+def _slurm_settings(items: list[str] | None) -> dict[str, object]:
+    """``--slurm KEY=VALUE`` items as submitit SlurmExecutor parameters (numbers parsed)."""
+    out: dict[str, object] = {}
+    for key, value in parse_param_assignments(items).items():
+        out[key.replace("-", "_")] = int(value) if value.isdigit() else value
+    return out
+
+
+@command("sweep", "train and evaluate a plan's models (local processes or SLURM), resumable; --status, --collect")
+def _sweep(p: argparse.ArgumentParser) -> None:
+    p.add_argument("plan", metavar="PLAN", help="a plan file (.toml) or a shipped plan's name, e.g. reference-v1")
+    p.add_argument("--engine", default="local", help="local (processes on this machine) or slurm (a job array); "
+                   "default local")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="jobs run at once (SLURM: array parallelism); "
+                   "default 1")
+    p.add_argument("--only", metavar="PATTERN", help="only these jobs: shell patterns over job ids (name/dataset/"
+                   "seedK), job indices or ranges, comma-separated, e.g. 'vae/square/*' or '0-8'")
+    p.add_argument("--dry-run", action="store_true", help="list the jobs and their state; run nothing")
+    p.add_argument("--status", action="store_true", help="what is done, running, failed (with the error) and left, "
+                   "CPU hours spent and an estimate for the rest")
+    p.add_argument("--collect", nargs="?", const="", metavar="DIR", help="write the finished results as reference "
+                   "files DIR/<protocol>/<name>.json (default: the package's benchmark/reference)")
+    p.add_argument("--dir", metavar="SWEEP_DIR", help="sweep directory (default $FACTORBENCH_SWEEPS/<plan name>, "
+                   "else ~/.cache/factorbench/sweeps/<plan name>)")
+    p.add_argument("--verbose", action="store_true", help="--status: list the finished jobs too")
+    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+    p.add_argument("--precision", default="auto", help="auto, bf16, fp16 or fp32 (see `factorbench train`)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads per job (default: the libraries' "
+                   "defaults; with --jobs N on C cores use about C/N)")
+    p.add_argument("--checkpoint-every", type=float, default=120.0, metavar="SECONDS",
+                   help="seconds between training checkpoints (default 120)")
+    p.add_argument("--record-every", type=float, default=30.0, metavar="SECONDS",
+                   help="seconds between updates of a running job's record (CPU time so far; default 30)")
+    p.add_argument("--slurm", action="append", metavar="KEY=VALUE", help="SLURM setting for --engine slurm "
+                   "(repeatable): partition=..., time=MINUTES, gpus_per_node=1, cpus_per_task=4, mem=16G, account=...")
+
+    def run(args: argparse.Namespace) -> int:
+        _need_torch()
+        try:
+            import submitit  # noqa: F401
+        except ImportError:
+            raise FactorbenchError("sweeps need submitit: pip install 'factorbench[train]'") from None
+        from .plan import expand, load_plan, select
+        from .sweep import (ENGINES, SweepOptions, collect, default_sweep_dir, format_status, job_done, run_sweep,
+                            sweep_status)
+
+        if args.engine not in ENGINES:
+            raise FactorbenchError(f"--engine {args.engine!r}: choose one of {', '.join(ENGINES)}")
+        if args.slurm and args.engine != "slurm":
+            raise FactorbenchError("--slurm settings need --engine slurm")
+        modes = [name for name in ("dry_run", "status") if getattr(args, name)] + \
+            (["collect"] if args.collect is not None else [])
+        if len(modes) > 1:
+            raise FactorbenchError(f"give one of --dry-run, --status and --collect (got {', '.join(modes)})")
+        plan = load_plan(args.plan)
+        sweep_dir = Path(args.dir) if args.dir else default_sweep_dir(plan)
+        if args.status:
+            print(format_status(plan, sweep_status(plan, sweep_dir, args.only), sweep_dir, verbose=args.verbose))
+            return 0
+        if args.collect is not None:
+            written = collect(plan, sweep_dir, args.collect or None)
+            print(f"{len(written)} reference file{'s' if len(written) != 1 else ''} written")
+            return 0
+        if args.dry_run:
+            jobs = select(expand(plan), args.only)
+            print(f"plan {plan.name} (hash {plan.hash()[:12]}): {len(jobs)} jobs -> {sweep_dir}")
+            for job in jobs:
+                state = "done" if job_done(job, sweep_dir) else "to run"
+                print(f"  {job.index:>4}  {job.id:<36} {job.entry.model:<13} config {job.config.hash()[:12]}  "
+                      f"{job.config.steps} steps  {state}  -> {', '.join(job.protocols)}")
+            return 0
+        options = SweepOptions(device=args.device, precision=args.precision, threads=args.threads,
+                               checkpoint_every_s=args.checkpoint_every, record_every_s=args.record_every)
+        outcome = run_sweep(plan, sweep_dir, engine=args.engine, parallel=args.jobs, only=args.only, options=options,
+                            settings=_slurm_settings(args.slurm))
+        failed = sorted(k for k, v in outcome.items() if v == "failed")
+        if failed:
+            print(f"{len(failed)} job{'s' if len(failed) > 1 else ''} failed: {', '.join(failed)}; see --status")
+            return 1
         return 0
     p.set_defaults(run=run)

@@ -22,7 +22,7 @@ import numpy as np
 from factorbench import generators
 from factorbench.generators.errors import FactorbenchError
 
-__all__ = ["DEFAULT_MEMORY_LIMIT", "TrainingData", "resolve_dataset"]
+__all__ = ["DEFAULT_MEMORY_LIMIT", "TrainingData", "data_identity", "resolve_dataset", "split_identity"]
 
 #: splits larger than this many bytes of uint8 pixels are streamed from the file
 DEFAULT_MEMORY_LIMIT = 1 << 30
@@ -47,6 +47,34 @@ def resolve_dataset(dataset: str | os.PathLike, *, source: str | os.PathLike | N
     ref = DatasetRef(name, refs[0].params, refs[0].seed, refs[0].n, needs_source=refs[0].needs_source) if refs \
         else DatasetRef(name)
     return prepare_dataset(ref, source=source, progress=progress)
+
+
+def split_identity(ds: Any, split: str, n: int) -> dict[str, Any]:
+    """What a training run records of its data (it enters the run hash): generator, spec hash, image and
+    split hashes, split name, size and image shape."""
+    identity = {
+        "generator": ds.spec.generator, "generator_version": ds.spec.version, "spec_hash": ds.spec.hash(),
+        "images_sha256": ds.manifest["sha256"]["images"], "split": split, "n": int(n),
+        "image_shape": [int(s) for s in ds.spec.image_shape],
+    }
+    if split != "all":
+        identity["split_sha256"] = ds.manifest["sha256"].get(f"splits/{split}", "")
+    return identity
+
+
+def data_identity(path: str | os.PathLike, split: str) -> dict[str, Any]:
+    """:func:`split_identity` of a dataset file without reading its images (the run hash before training)."""
+    from factorbench.benchmark.dataset import load
+
+    with load(path) as ds:
+        if split == "all":
+            n = len(ds)
+        elif split in ds.split_names:
+            n = len(ds.split_indices(split))
+        else:
+            raise FactorbenchError(f"{path} has no split {split!r}; its splits are "
+                                   f"{', '.join(ds.split_names) or '(none)'} (or use 'all')")
+        return split_identity(ds, split, n)
 
 
 class TrainingData:
@@ -74,13 +102,7 @@ class TrainingData:
         nbytes = len(self.rows) * int(np.prod(self.image_shape))
         self.in_memory = nbytes <= memory_limit
         self._images = ds.images[self.rows] if self.in_memory else None
-        self.identity = {
-            "generator": ds.spec.generator, "generator_version": ds.spec.version, "spec_hash": ds.spec.hash(),
-            "images_sha256": ds.manifest["sha256"]["images"], "split": split, "n": int(len(self.rows)),
-            "image_shape": list(self.image_shape),
-        }
-        if split != "all":
-            self.identity["split_sha256"] = ds.manifest["sha256"].get(f"splits/{split}", "")
+        self.identity = split_identity(ds, split, len(self.rows))
 
     def __len__(self) -> int:
         return len(self.rows)

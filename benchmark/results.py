@@ -3,8 +3,9 @@
 One evaluation gives an :class:`EvaluationResult`, written as JSON (numbers as floats) with a sha256
 checksum of its content. The reference table of a protocol is the folder
 ``benchmark/reference/<protocol>/`` (installed with the package): one JSON file per model, either a
-single result or several seeds of one model, which the table shows as mean and sample standard
-deviation (n - 1). :func:`scores_table` validates every file before it shows a number: its schema
+single result or several seeds of one model (``{"model": ..., "runs": [...]}``, as ``factorbench sweep
+PLAN --collect`` writes them, with a per-scalar ``summary``), which the table shows as mean and sample
+standard deviation (n - 1). :func:`scores_table` validates every file before it shows a number: its schema
 and checksum (an edited value is refused), its protocol and protocol hash (a stale result must be
 re-run, never silently mixed in), its dataset spec hash, every metric of the protocol, and one file
 per model name; rows scored on other images than the protocol's reference copy are marked. Users add

@@ -1,0 +1,733 @@
+"""Sweeps: a plan's jobs trained and evaluated through submitit, resumable, idempotent, with status.
+
+A sweep directory (default ``$FACTORBENCH_SWEEPS/<plan name>``, i.e. ``~/.cache/factorbench/sweeps/...``)
+holds
+
+- ``runs/<run hash>/``: one training run per job, named by its run hash (model config + training data);
+- ``results/<protocol>/<name>/seed<K>.json``: one evaluation result per (protocol, model, seed), written
+  atomically (temporary file + rename) once the evaluation is complete;
+- ``jobs/<name>/<dataset>/seed<K>.json``: the job's state (running, interrupted, failed with its error,
+  done), attempts, CPU and wall seconds; ``seed<K>.lock``: held (``flock``) while a process works on it;
+- ``plans/<plan hash>.json``: every version of the plan that ran here; ``submitit/``: submitit's logs.
+
+A job is done when every protocol's result exists and matches the job (config hash, protocol hash,
+dataset spec hash and training split); done jobs are skipped without touching a file. An unfinished job
+resumes its run from the last checkpoint (runs resume bit-identically). A result whose job now asks for
+something else (an entry edited after it ran) is an error before any work: finished entries are never
+changed, a new setting is a new entry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import fcntl
+import functools
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from submitit.helpers import Checkpointable
+
+from factorbench.generators.errors import FactorbenchError
+
+from . import models  # noqa: F401  (registers every model: the plan's configs are built in the jobs)
+from .plan import Job, Plan, expand, select
+
+__all__ = ["ENGINES", "EngineRequest", "JobStatus", "SweepInterrupted", "SweepJob", "SweepOptions",
+           "check_finished_unchanged", "collect", "default_sweep_dir", "format_status", "job_done", "result_path",
+           "run_job", "run_sweep", "state_path", "sweep_status"]
+
+SWEEPS_ENV = "FACTORBENCH_SWEEPS"
+#: job states as :func:`sweep_status` reports them
+STATES = ("done", "running", "failed", "interrupted", "left")
+
+
+class SweepInterrupted(FactorbenchError):
+    """The sweep was stopped (Ctrl-C or SIGTERM); its running jobs checkpointed."""
+
+    exit_status = 130
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """How the jobs run (none of this changes a run's hash or a result's scores)."""
+
+    device: str = "auto"
+    precision: str = "auto"
+    #: CPU threads per job (PyTorch, and the BLAS of the metrics); None: the libraries' defaults
+    threads: int | None = None
+    checkpoint_every_s: float = 120.0
+    #: write samples.png into each run
+    samples: bool = True
+    #: seconds between updates of the job's record (its CPU and wall time so far) while it runs
+    record_every_s: float = 30.0
+
+
+def default_sweep_dir(plan: Plan) -> Path:
+    """``$FACTORBENCH_SWEEPS/<plan name>``; default ``$XDG_CACHE_HOME/factorbench/sweeps`` (``~/.cache/...``).
+    Named by the plan's name, not its hash: appending an entry keeps the finished jobs."""
+    if os.environ.get(SWEEPS_ENV):
+        root = Path(os.environ[SWEEPS_ENV]).expanduser()
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = Path(base) / "factorbench" / "sweeps"
+    return root / plan.name
+
+
+# ----------------------------------------------------------------------------------------------- paths
+
+def result_path(sweep_dir: Path, protocol: str, job: Job) -> Path:
+    return Path(sweep_dir) / "results" / protocol / job.entry.name / f"seed{job.seed}.json"
+
+
+def state_path(sweep_dir: Path, job: Job) -> Path:
+    return Path(sweep_dir) / "jobs" / job.entry.name / job.dataset.name / f"seed{job.seed}.json"
+
+
+def _lock_path(sweep_dir: Path, job: Job) -> Path:
+    return state_path(sweep_dir, job).with_suffix(".lock")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` via a synced temporary file and a rename: a reader sees the old file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise FactorbenchError(f"{path} is unreadable ({exc}); move it away and run the sweep again") from None
+
+
+# ----------------------------------------------------------------------------------- what a job must match
+
+@functools.lru_cache(maxsize=None)
+def _protocol_identity(protocol: str) -> tuple[str, str]:
+    """(protocol hash, dataset spec hash) of a protocol, without touching its data."""
+    from factorbench.benchmark.cache import dataset_spec
+    from factorbench.benchmark.protocols import get_protocol
+
+    p = get_protocol(protocol)
+    return p.hash(), dataset_spec(p.dataset).hash()
+
+
+def _mismatch(result: Mapping[str, Any], job: Job, protocol: str) -> str:
+    """Why a result file does not belong to ``job`` under ``protocol`` ('' when it does)."""
+    protocol_hash, spec_hash = _protocol_identity(protocol)
+    training = result.get("training") or {}
+    data = training.get("training_data") or {}
+    if result.get("protocol_hash") != protocol_hash:
+        return f"protocol hash {str(result.get('protocol_hash'))[:12]}, the current {protocol} has {protocol_hash[:12]}"
+    if training.get("config_hash") != job.config.hash():
+        return (f"config hash {str(training.get('config_hash'))[:12]}, the plan now gives {job.config.hash()[:12]} "
+                f"({job.config.to_json()})")
+    if data.get("spec_hash") != spec_hash or data.get("split") != job.dataset.split:
+        return f"trained on other data (spec {str(data.get('spec_hash'))[:12]}, split {data.get('split')!r})"
+    if result.get("partial"):
+        return "a partial evaluation"
+    return ""
+
+
+def _result_state(sweep_dir: Path, job: Job, protocol: str) -> str:
+    """'done', 'missing', or the reason the existing file does not match."""
+    data = _read_json(result_path(sweep_dir, protocol, job))
+    if data is None:
+        return "missing"
+    return _mismatch(data, job, protocol) or "done"
+
+
+def job_done(job: Job, sweep_dir: Path) -> bool:
+    """Every protocol of the job has its matching result (reads the result files, nothing else)."""
+    return all(_result_state(Path(sweep_dir), job, p) == "done" for p in job.protocols)
+
+
+def check_finished_unchanged(jobs: Sequence[Job], sweep_dir: Path) -> None:
+    """Refuse (before any work) a plan that changed a job whose results exist: scores are never tuned."""
+    problems = []
+    for job in jobs:
+        for p in job.protocols:
+            state = _result_state(Path(sweep_dir), job, p)
+            if state not in ("done", "missing"):
+                problems.append(f"{job.id} under {p}: {result_path(Path(sweep_dir), p, job)} has {state}")
+    if problems:
+        raise FactorbenchError("the plan changed jobs that already have results:\n  " + "\n  ".join(problems[:10])
+                               + ("\n  ..." if len(problems) > 10 else "") + "\nA finished entry is never changed: "
+                               "give the changed settings a new entry (name = ...), or use another sweep directory")
+
+
+# ------------------------------------------------------------------------------------------------ locks
+
+@contextmanager
+def _job_lock(sweep_dir: Path, job: Job) -> Iterator[bool]:
+    """Hold the job's lock while the body runs; yields False (holding nothing) when another process has it.
+    The lock dies with its process, so a killed job is never 'running' for ever."""
+    path = _lock_path(sweep_dir, job)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(path, "a")
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+    finally:
+        fh.close()
+
+
+def _lock_held(sweep_dir: Path, job: Job) -> bool:
+    path = _lock_path(sweep_dir, job)
+    if not path.exists():
+        return False
+    with open(path, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return False
+
+
+@contextmanager
+def _dataset_lock(ref_generator: str) -> Iterator[None]:
+    """Serialise preparing one dataset (generation, added splits) across the jobs of all sweeps."""
+    from factorbench.benchmark.cache import data_dir
+
+    directory = data_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / f".{ref_generator}.prepare.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# ---------------------------------------------------------------------------------------------- one job
+
+def _prepare_data(job: Job) -> Path:
+    """The dataset file every protocol of the job evaluates on (generated and given their splits once)."""
+    from factorbench.benchmark.cache import prepare_dataset
+    from factorbench.benchmark.protocols import get_protocol
+
+    paths = set()
+    with _dataset_lock(job.dataset.name):
+        for p in job.protocols:
+            paths.add(prepare_dataset(get_protocol(p).dataset, progress=False))
+    if len(paths) != 1:  # the plan's check makes this impossible
+        raise FactorbenchError(f"{job.id}: the protocols {', '.join(job.protocols)} use different files "
+                               f"{sorted(paths)}")
+    return paths.pop()
+
+
+def _train_and_evaluate(job: Job, sweep_dir: Path, plan: Plan, options: SweepOptions,
+                        started: Callable[[str], None]) -> None:
+    """Prepare the data, train (or resume) the run, evaluate each protocol without a result yet;
+    ``started(run_hash)`` is called once the run is known."""
+    from factorbench.benchmark.evaluation import evaluate
+
+    from .data import data_identity
+    from .runs import RunSpec, load_run
+    from .trainer import TrainOptions, train
+
+    path = _prepare_data(job)
+    config = job.config
+    run_hash = RunSpec(config, data_identity(path, job.dataset.split)).hash()
+    started(run_hash)
+    run_dir = sweep_dir / "runs" / run_hash
+    train(config, path, run_dir, split=job.dataset.split, resume=True,
+          options=TrainOptions(device=options.device, precision=options.precision, threads=options.threads,
+                               checkpoint_every_s=options.checkpoint_every_s, progress=False,
+                               samples=options.samples))
+    encoder = load_run(run_dir)
+    for protocol in job.protocols:
+        out = result_path(sweep_dir, protocol, job)
+        for stale in out.parent.glob(f".{out.name}.*.tmp"):  # left by a process killed while writing
+            stale.unlink(missing_ok=True)
+        if _result_state(sweep_dir, job, protocol) == "done":
+            continue
+        start = time.perf_counter()
+        result = evaluate(protocol, encoder, progress=False)
+        wall = time.perf_counter() - start
+        training = {**result.training, "sweep": {
+            "plan": plan.name, "plan_hash": plan.hash(), "job": job.id, "job_index": job.index,
+            "dataset": job.dataset.name, "seed": job.seed, "host": socket.gethostname(),
+            "evaluation_wall_time_s": wall}}
+        result = dataclasses.replace(result, model=job.entry.name, training=training,
+                                     dataset={k: v for k, v in result.dataset.items() if k != "path"},
+                                     timings={**result.timings, "wall": wall})
+        _atomic_write(out, result.to_json())
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, FactorbenchError):
+        return str(exc)
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    return "".join(lines[-3:]).strip()
+
+
+def run_job(job: Job, sweep_dir: str | os.PathLike, plan: Plan, options: SweepOptions = SweepOptions()) -> str:
+    """Train the job's model (resuming its run) and evaluate it under each protocol of its dataset.
+    Returns "skipped" (already done; nothing is written), "busy" (another process holds the job) or
+    "done". Records the state, its error and the CPU time in ``jobs/``; re-raises a failure."""
+    sweep_dir = Path(sweep_dir)
+    if job_done(job, sweep_dir):
+        return "skipped"
+    with _job_lock(sweep_dir, job) as mine:
+        if not mine:
+            return "busy"
+        if job_done(job, sweep_dir):
+            return "skipped"
+        path = state_path(sweep_dir, job)
+        before = _read_json(path) or {}
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        record = {"job": job.id, "index": job.index, "config_hash": job.config.hash(), "plan_hash": plan.hash(),
+                  "attempts": int(before.get("attempts", 0)) + 1, "host": socket.gethostname(), "pid": os.getpid(),
+                  "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                  "steps": job.config.steps}
+
+        writing = threading.Lock()
+        finished = threading.Event()
+
+        def save(state: str, error: str = "") -> None:
+            with writing:
+                if finished.is_set():
+                    return
+                if state != "running":
+                    finished.set()
+                _atomic_write(path, json.dumps({
+                    **record, "state": state, "error": error,
+                    "cpu_s": float(before.get("cpu_s", 0.0)) + time.process_time() - cpu0,
+                    "wall_s": float(before.get("wall_s", 0.0)) + time.perf_counter() - wall0,
+                    "updated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
+                    indent=1, sort_keys=True))
+
+        def started(run_hash: str) -> None:
+            record["run_hash"] = run_hash
+            save("running")
+
+        def heartbeat() -> None:  # CPU time so far, so that a job killed without warning still counts it
+            while not finished.wait(options.record_every_s):
+                save("running")
+
+        save("running")
+        threading.Thread(target=heartbeat, name="factorbench-job-record", daemon=True).start()
+        limits = nullcontext()
+        if options.threads is not None:
+            from threadpoolctl import threadpool_limits
+
+            limits = threadpool_limits(options.threads)
+        try:
+            with limits:
+                _train_and_evaluate(job, sweep_dir, plan, options, started)
+        except FactorbenchError as exc:
+            if getattr(exc, "exit_status", 2) == 130:  # stopped with a checkpoint: resumes on the next run
+                save("interrupted", str(exc).split(";")[0])
+            else:
+                save("failed", _describe(exc))
+            raise
+        except (KeyboardInterrupt, SystemExit) as exc:  # Ctrl-C; submitit's exit after a requeue
+            save("interrupted", type(exc).__name__)
+            raise
+        except BaseException as exc:
+            save("failed", _describe(exc))
+            raise
+        save("done")
+        return "done"
+
+
+class SweepJob(Checkpointable):
+    """The callable submitit runs: ``SweepJob(plan, dir, options)(job_id)``. On preemption or timeout
+    submitit calls :meth:`checkpoint` (inherited), which requeues the same call; it resumes the run from
+    the trainer's last checkpoint."""
+
+    def __init__(self, plan: Plan, sweep_dir: str | os.PathLike, options: SweepOptions) -> None:
+        self.plan = plan
+        self.sweep_dir = str(sweep_dir)
+        self.options = options
+
+    def __call__(self, job_id: str) -> str:
+        jobs = {j.id: j for j in expand(self.plan)}
+        return run_job(jobs[job_id], self.sweep_dir, self.plan, self.options)
+
+
+# -------------------------------------------------------------------------------------------- engines
+
+@dataclass(frozen=True)
+class EngineRequest:
+    plan: Plan
+    jobs: tuple[Job, ...]
+    sweep_dir: Path
+    parallel: int
+    options: SweepOptions
+    #: engine settings, e.g. SLURM's partition, time, gpus_per_node (``--slurm KEY=VALUE``)
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    echo: Callable[[str], None] = print
+
+
+@contextmanager
+def _sigterm_flag() -> Iterator[threading.Event]:
+    """An event set by SIGTERM (Ctrl-C stays a KeyboardInterrupt)."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _failure_text(sweep_dir: Path, job: Job, exc: BaseException, record_failure: bool = True) -> str:
+    """The job's error as it recorded it, else the last error line of submitit's report (then recorded as a
+    failure, unless the sweep is stopping)."""
+    path = state_path(sweep_dir, job)
+    record = _read_json(path) or {}
+    if record.get("state") in ("failed", "interrupted") and record.get("error"):
+        return str(record["error"]).strip().splitlines()[-1]
+    lines = str(exc).splitlines()
+    errors = [line for line in lines if line and not line[0].isspace() and ("Error" in line or "Exception" in line)
+              and not line.startswith(("Traceback", "You can check"))]
+    logs = [line.strip(" -") for line in lines if line.strip().endswith("_log.err")]
+    text = (errors[-1] if errors else type(exc).__name__) + (f" (log: {logs[-1]})" if logs else "")
+    if record_failure:
+        _atomic_write(path, json.dumps({**record, "job": job.id, "config_hash": job.config.hash(), "state": "failed",
+                                        "error": text}, indent=1, sort_keys=True))
+    return text
+
+
+def _submit_ignoring_ctrl_c(executor: Any, fn: Any, job_id: str) -> Any:
+    """Submit with SIGINT ignored, a disposition the job's processes inherit: the terminal's Ctrl-C reaches
+    the whole process group, and submitit's job controller would answer it by killing its job a second
+    later. This process stops the jobs with SIGTERM instead, which the controller forwards and the trainer
+    answers with a checkpoint at its next step (it installs its own Ctrl-C handler while it trains)."""
+    if threading.current_thread() is not threading.main_thread():
+        return executor.submit(fn, job_id)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return executor.submit(fn, job_id)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run_local(req: EngineRequest) -> dict[str, str]:
+    """submitit's local executor: one process per job, ``parallel`` at a time, in job order."""
+    import submitit
+
+    executor = submitit.LocalExecutor(folder=req.sweep_dir / "submitit" / "%j")
+    executor.update_parameters(timeout_min=float(req.settings.get("timeout_min", 7 * 24 * 60)))
+    fn = SweepJob(req.plan, req.sweep_dir, req.options)
+    pending = list(req.jobs)
+    running: dict[str, tuple[Job, Any, float]] = {}
+    outcome: dict[str, str] = {}
+    total = len(req.jobs)
+
+    def reap(stopping: bool = False) -> None:
+        for job_id, (job, handle, started) in list(running.items()):
+            if not handle.done():
+                continue
+            del running[job_id]
+            try:
+                outcome[job_id] = handle.result()
+                seconds = time.perf_counter() - started
+                req.echo(f"[{len(outcome)}/{total}] {job_id}: {outcome[job_id]} ({seconds:.1f} s)")
+            except Exception as exc:  # noqa: BLE001  (submitit wraps the job's error)
+                state = (_read_json(state_path(req.sweep_dir, job)) or {}).get("state")
+                outcome[job_id] = "interrupted" if stopping or state == "interrupted" else "failed"
+                why = _failure_text(req.sweep_dir, job, exc, record_failure=outcome[job_id] == "failed")
+                req.echo(f"[{len(outcome)}/{total}] {job_id}: {outcome[job_id]}: {why}")
+
+    def stop_all(sig: int) -> None:
+        for _, handle, _ in running.values():
+            if handle._process is not None and handle._process.poll() is None:
+                handle._process.send_signal(sig)  # the job's controller forwards SIGTERM to the job
+        deadline = time.monotonic() + 120
+        while running and time.monotonic() < deadline:
+            reap(stopping=True)
+            time.sleep(0.1)
+        for _, handle, _ in running.values():  # still running after two minutes: stop it now
+            if handle._process is not None and handle._process.poll() is None:
+                handle._process.kill()
+
+    with _sigterm_flag() as stop:
+        try:
+            while pending or running:
+                while pending and len(running) < req.parallel and not stop.is_set():
+                    job = pending.pop(0)
+                    running[job.id] = (job, _submit_ignoring_ctrl_c(executor, fn, job.id), time.perf_counter())
+                    req.echo(f"started {job.id} (job {job.index})")
+                reap()
+                if stop.is_set():
+                    stop_all(signal.SIGTERM)
+                    break
+                time.sleep(0.1)
+        except KeyboardInterrupt:
+            stop_all(signal.SIGTERM)
+            stop.set()
+    if stop.is_set():
+        left = len(pending) + sum(v == "interrupted" for v in outcome.values())
+        raise SweepInterrupted(f"stopped; {left} job{'s' if left != 1 else ''} left: run the same command again to "
+                               "resume from the checkpoints")
+    return outcome
+
+
+def _run_slurm(req: EngineRequest) -> dict[str, str]:
+    """submitit's SLURM executor: one array job, ``parallel`` tasks at a time, requeued on preemption or
+    timeout (the job resumes from its checkpoint). Returns at once; follow with ``--status``."""
+    import submitit
+
+    if shutil.which("sbatch") is None or shutil.which("srun") is None:
+        raise FactorbenchError("--engine slurm needs a SLURM cluster (no sbatch/srun here); run it on a login node, "
+                               "or use --engine local")
+    executor = submitit.SlurmExecutor(folder=req.sweep_dir / "submitit" / "%j")
+    settings = {"time": 24 * 60, "job_name": f"factorbench-{req.plan.name}", "cpus_per_task": req.options.threads or 1,
+                "signal_delay_s": 120, **req.settings}
+    additional = {"requeue": True, **dict(settings.pop("additional_parameters", {}))}
+    try:
+        executor.update_parameters(array_parallelism=req.parallel, additional_parameters=additional, **settings)
+    except (ValueError, TypeError) as exc:
+        raise FactorbenchError(f"--slurm: {exc}") from None
+    handles = executor.map_array(SweepJob(req.plan, req.sweep_dir, req.options), [j.id for j in req.jobs])
+    if handles:
+        req.echo(f"submitted {len(handles)} jobs as SLURM array {handles[0].job_id.split('_')[0]} "
+                 f"({req.parallel} at a time); follow them with --status")
+    ids = {j.id: h.job_id for j, h in zip(req.jobs, handles)}
+    _atomic_write(req.sweep_dir / "slurm.json", json.dumps({"jobs": ids}, indent=1, sort_keys=True))
+    return {j.id: "submitted" for j in req.jobs}
+
+
+#: engine name -> runner
+ENGINES: dict[str, Callable[[EngineRequest], dict[str, str]]] = {"local": _run_local, "slurm": _run_slurm}
+
+
+def _record_plan(sweep_dir: Path, plan: Plan) -> None:
+    path = sweep_dir / "plans" / f"{plan.hash()}.json"
+    if not path.exists():
+        _atomic_write(path, json.dumps({"hash": plan.hash(), "source": plan.source, "plan": plan.to_dict()},
+                                       indent=1, sort_keys=True))
+
+
+def run_sweep(plan: Plan, sweep_dir: str | os.PathLike | None = None, *, engine: str = "local", parallel: int = 1,
+              only: str | None = None, options: SweepOptions = SweepOptions(),
+              settings: Mapping[str, Any] | None = None, echo: Callable[[str], None] = print) -> dict[str, str]:
+    """Run the plan's jobs (those matching ``only``) that are not done; returns job id -> outcome
+    ("done", "failed", "interrupted", "busy", "submitted", or "skipped" for finished jobs)."""
+    if engine not in ENGINES:
+        raise FactorbenchError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    if parallel < 1:
+        raise FactorbenchError(f"--jobs must be >= 1, got {parallel}")
+    if options.threads is not None and options.threads < 1:
+        raise FactorbenchError(f"--threads must be >= 1, got {options.threads}")
+    if not (options.checkpoint_every_s > 0 and options.record_every_s > 0):
+        raise FactorbenchError("--checkpoint-every and --record-every must be positive seconds")
+    sweep_dir = Path(sweep_dir) if sweep_dir is not None else default_sweep_dir(plan)
+    jobs = select(expand(plan), only)
+    check_finished_unchanged(jobs, sweep_dir)
+    outcome = {j.id: "skipped" for j in jobs if job_done(j, sweep_dir)}
+    todo = tuple(j for j in jobs if j.id not in outcome)
+    busy = [j for j in todo if _lock_held(sweep_dir, j)]
+    for j in busy:
+        outcome[j.id] = "busy"
+        echo(f"{j.id}: another process is running it; left alone")
+    todo = tuple(j for j in todo if j.id not in outcome)
+    echo(f"plan {plan.name} (hash {plan.hash()[:12]}): {len(jobs)} job{'s' if len(jobs) != 1 else ''} selected, "
+         f"{len(jobs) - len(todo) - len(busy)} done, {len(todo)} to run -> {sweep_dir}")
+    if not todo:
+        return outcome
+    _record_plan(sweep_dir, plan)
+    outcome.update(ENGINES[engine](EngineRequest(plan, todo, sweep_dir, parallel, options, dict(settings or {}), echo)))
+    return outcome
+
+
+# ---------------------------------------------------------------------------------------------- status
+
+@dataclass(frozen=True)
+class JobStatus:
+    job: Job
+    state: str
+    error: str = ""
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    attempts: int = 0
+    #: the run's last checkpointed step (unfinished runs), else None
+    step: int | None = None
+
+
+def _checkpoint_step(sweep_dir: Path, record: Mapping[str, Any]) -> int | None:
+    """The step of the last checkpoint of the job's run (from the safetensors header), if it has one."""
+    ckpt = sweep_dir / "runs" / str(record.get("run_hash")) / "checkpoint.safetensors"
+    try:
+        with open(ckpt, "rb") as fh:
+            size = int.from_bytes(fh.read(8), "little")
+            return int(json.loads(fh.read(size))["__metadata__"]["step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def sweep_status(plan: Plan, sweep_dir: str | os.PathLike | None = None, only: str | None = None) -> list[JobStatus]:
+    """The state of every selected job: done, running (its lock is held), failed (with its error),
+    interrupted (started, stopped or killed; resumes on the next run) or left (never started)."""
+    sweep_dir = Path(sweep_dir) if sweep_dir is not None else default_sweep_dir(plan)
+    out = []
+    for job in select(expand(plan), only):
+        record = _read_json(state_path(sweep_dir, job)) or {}
+        if record.get("config_hash") not in (None, job.config.hash()):
+            record = {}
+        if job_done(job, sweep_dir):
+            state = "done"
+        elif _lock_held(sweep_dir, job):
+            state = "running"
+        elif record.get("state") == "failed":
+            state = "failed"
+        elif record:
+            state = "interrupted"
+        else:
+            state = "left"
+        step = _checkpoint_step(sweep_dir, record) if state in ("interrupted", "running", "failed") else None
+        out.append(JobStatus(job, state, record.get("error", "") if state == "failed" else "",
+                             float(record.get("cpu_s", 0.0)), float(record.get("wall_s", 0.0)),
+                             int(record.get("attempts", 0)), step))
+    return out
+
+
+def _estimate_cpu_s(statuses: Sequence[JobStatus]) -> float | None:
+    """CPU seconds the unfinished jobs still need: each finished job's CPU seconds per training step,
+    averaged over its entry and dataset where there are some, else over the whole sweep, times the steps
+    left. None before any job finished."""
+    done = [s for s in statuses if s.state == "done" and s.cpu_s > 0]
+    if not done:
+        return None
+    rate_all = float(np.mean([s.cpu_s / s.job.config.steps for s in done]))
+    total = 0.0
+    for s in statuses:
+        if s.state == "done":
+            continue
+        same = [d.cpu_s / d.job.config.steps for d in done
+                if d.job.entry is s.job.entry and d.job.dataset == s.job.dataset]
+        rate = float(np.mean(same)) if same else rate_all
+        total += rate * max(s.job.config.steps - (s.step or 0), 0)
+    return total
+
+
+def format_status(plan: Plan, statuses: Sequence[JobStatus], sweep_dir: Path, verbose: bool = False) -> str:
+    """Counts per state, CPU hours spent and an estimate for the rest, then the jobs that are not done
+    (all jobs with ``verbose``), failures with their error."""
+    counts = {s: sum(1 for x in statuses if x.state == s) for s in STATES}
+    spent = sum(s.cpu_s for s in statuses)
+    estimate = _estimate_cpu_s(statuses)
+    lines = [f"plan {plan.name} (hash {plan.hash()[:12]}), sweep directory {sweep_dir}",
+             f"{len(statuses)} job{'s' if len(statuses) != 1 else ''}: "
+             + ", ".join(f"{counts[s]} {s}" for s in STATES),
+             f"CPU time spent: {spent / 3600:.2f} h (wall {sum(s.wall_s for s in statuses) / 3600:.2f} h); "
+             + ("estimate for the rest: " + (f"{estimate / 3600:.2f} CPU h" if estimate is not None else
+                                             "none until a job has finished"))]
+    for s in statuses:
+        if s.state == "done" and not verbose:
+            continue
+        extra = f" (step {s.step} of {s.job.config.steps})" if s.step is not None else ""
+        line = f"  {s.job.index:>4}  {s.job.id:<36} {s.state}{extra}"
+        if s.attempts:
+            line += f"  {s.cpu_s / 60:.1f} CPU min, {s.attempts} attempt{'s' if s.attempts > 1 else ''}"
+        lines.append(line)
+        if s.error:
+            lines += [f"        {text}" for text in s.error.splitlines()[-6:]]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------- collect
+
+def _summary(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float | int | None]]:
+    """Mean and sample standard deviation (n - 1, as the score tables show) of each headline scalar, from
+    validated results (schema and checksum)."""
+    from factorbench.benchmark.results import _parse_result
+
+    values: dict[str, list[float]] = {}
+    for i, run in enumerate(runs):
+        for key, value in _parse_result(dict(run), f"run {i}").scalars().items():
+            values.setdefault(key, []).append(value)
+    out: dict[str, dict[str, float | int | None]] = {}
+    for key, vs in values.items():
+        finite = [v for v in vs if math.isfinite(v)]
+        out[key] = {"mean": float(np.mean(finite)) if finite else None,
+                    "std": float(np.std(finite, ddof=1)) if len(finite) > 1 else None, "n": len(finite)}
+    return out
+
+
+def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
+            echo: Callable[[str], None] = print) -> list[Path]:
+    """Write ``out/<protocol>/<name>.json`` (default: the package's reference folder) for every
+    (protocol, entry) of the plan with at least one finished seed: ``{"model", "protocol", "plan" (its name),
+    "seeds", "missing_seeds", "summary": {scalar: {mean, std, n}}, "runs": [per-seed results]}``, from finished
+    results only (each run records its config hash and the hash of the plan it ran under). Appending an entry
+    to the plan does not change the files of the others.
+    A file whose content would not change is not rewritten; a file holding runs of another config (or not
+    written by a sweep) is refused: finished entries are never replaced."""
+    from factorbench.benchmark.results import REFERENCE_DIR
+
+    sweep_dir = Path(sweep_dir) if sweep_dir is not None else default_sweep_dir(plan)
+    out = Path(out) if out is not None else REFERENCE_DIR
+    groups: dict[tuple[str, str], list[Job]] = {}
+    for job in expand(plan):
+        for p in job.protocols:
+            groups.setdefault((p, job.entry.name), []).append(job)
+    written = []
+    for (protocol, name), jobs in groups.items():
+        runs, seeds, missing = [], [], []
+        for job in jobs:
+            if _result_state(sweep_dir, job, protocol) == "done":
+                runs.append(_read_json(result_path(sweep_dir, protocol, job)))
+                seeds.append(job.seed)
+            else:
+                missing.append(job.seed)
+        if not runs:
+            continue
+        target = out / protocol / f"{name}.json"
+        existing = _read_json(target)
+        if existing is not None:
+            old = {r.get("training", {}).get("config_hash") for r in existing.get("runs", [existing])} \
+                if isinstance(existing, dict) else {None}
+            if old - {r["training"]["config_hash"] for r in runs} or "runs" not in existing:
+                raise FactorbenchError(f"{target} holds other runs of {name} (another config, or not written by a "
+                                       "sweep); finished entries are never replaced: name the entry differently")
+            kept = {r["training"]["sweep"]["seed"] for r in existing.get("runs", [])}
+            if kept - set(seeds):
+                raise FactorbenchError(f"{target} has seeds {sorted(kept - set(seeds))} that {sweep_dir} lacks; "
+                                       "collect from the sweep directory that made them")
+        document = {"model": name, "protocol": protocol,
+                    "plan": plan.name,
+                    "seeds": seeds, "missing_seeds": missing, "summary": _summary(runs), "runs": runs}
+        text = json.dumps(document, indent=1, sort_keys=True, allow_nan=False)
+        if target.is_file() and target.read_text() == text:
+            continue
+        _atomic_write(target, text)
+        written.append(target)
+        echo(f"wrote {target} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''}"
+             + (f"; seeds {missing} not finished" if missing else "") + ")")
+    return written
+

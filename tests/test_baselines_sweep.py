@@ -1,0 +1,530 @@
+"""Sweeps: plans (parsing, hashing, expansion, errors), a local sweep through submitit, idempotent re-runs,
+a kill in the middle, --status, and collecting reference files."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("safetensors")
+pytest.importorskip("submitit")
+
+from factorbench.baselines.plan import expand, load_plan, parse_plan, select  # noqa: E402
+from factorbench.baselines.sweep import (SweepOptions, _job_lock, collect, format_status, result_path,  # noqa: E402
+                                         run_job, run_sweep, state_path, sweep_status)
+from factorbench.benchmark.cli import main as cli  # noqa: E402
+from factorbench.generators.errors import FactorbenchError  # noqa: E402
+
+#: tiny networks: the tests check the machinery, not the models
+TINY = 'latent_dim = 3, channels = [8, 8, 8, 8], hidden = 32, batch_size = 16'
+PLAN = f"""
+# a tiny plan for tests
+name = "tiny"
+description = "two seeds of a tiny VAE on square"
+
+[budget]
+steps = 30       # a few dozen steps
+seeds = [0, 1]
+
+[datasets.square]
+split = "all"
+protocols = ["square-lsbd-v1", "square-dependent-v1"]
+
+[[models]]
+model = "vae"
+datasets = ["square"]
+params = {{ {TINY} }}
+"""
+BETA = f"""
+[[models]]
+model = "beta-vae"
+datasets = ["square"]
+seeds = [0]
+params = {{ {TINY}, beta = 4.0 }}
+"""
+OPTIONS = SweepOptions(threads=1, samples=False)
+QUIET = dict(echo=lambda line: None)
+
+
+def _plan(tmp_path: Path, text: str = PLAN, name: str = "plan.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return load_plan(path)
+
+
+def _tree(root: Path) -> dict[str, int]:
+    """Every file under ``root`` with its modification time."""
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _scores(path: Path) -> dict:
+    return {k: v["scalars"] for k, v in json.loads(path.read_text())["metrics"].items()}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    """The protocol data cache of this module (square is generated once, on first use)."""
+    path = tmp_path_factory.mktemp("data")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FACTORBENCH_DATA", str(path))
+        yield path
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory, data_dir):
+    """The tiny plan swept once with the local engine (two jobs side by side); returns (plan, dir, seconds)."""
+    root = tmp_path_factory.mktemp("sweep")
+    plan = _plan(root)
+    start = time.perf_counter()
+    outcome = run_sweep(plan, root / "sweep", engine="local", parallel=2, options=OPTIONS, **QUIET)
+    assert outcome == {"vae/square/seed0": "done", "vae/square/seed1": "done"}
+    return plan, root / "sweep", time.perf_counter() - start
+
+
+# ------------------------------------------------------------------------------------------------ plans
+
+def test_plan_round_trip_and_hash(tmp_path):
+    plan = _plan(tmp_path)
+    assert plan.name == "tiny" and plan.entries[0].steps == 30 and plan.entries[0].seeds == (0, 1)
+    assert parse_plan(plan.to_table()) == plan and parse_plan(plan.to_table()).hash() == plan.hash()
+    # layout, comments, key order and defaults written out do not change the hash
+    relaid = PLAN.replace("# a tiny plan for tests", "").replace("steps = 30       # a few dozen steps", "steps=30")
+    relaid = relaid.replace(f"params = {{ {TINY} }}", "params = { hidden = 32, latent_dim = 3, batch_size = 16, "
+                            "channels = [8, 8, 8, 8] }")
+    assert _plan(tmp_path, relaid, "b.toml").hash() == plan.hash()
+    explicit = PLAN.replace('model = "vae"\n', 'model = "vae"\nname = "vae"\nseeds = [0, 1]\nsteps = 30\n')
+    integer_beta = _plan(tmp_path, PLAN + BETA.replace("4.0", "4"), "f.toml")
+    assert _plan(tmp_path, PLAN + BETA, "e.toml").hash() == integer_beta.hash()
+    assert _plan(tmp_path, explicit, "c.toml").hash() == plan.hash()
+    # what is trained or evaluated changes it
+    changes = [("steps = 30", "steps = 31"), ("seeds = [0, 1]", "seeds = [0, 2]"), ("hidden = 32", "hidden = 33"),
+               (', "square-dependent-v1"', ""), ('split = "all"', 'split = "train"')]
+    hashes = {plan.hash()}
+    for old, new in changes:
+        assert old in PLAN
+        hashes.add(_plan(tmp_path, PLAN.replace(old, new, 1), "d.toml").hash())
+    assert len(hashes) == len(changes) + 1
+    # a model config of the plan is the library's config, seed and budget included
+    job = expand(plan)[1]
+    assert job.config.to_dict()["params"]["seed"] == 1 and job.config.steps == 30 and job.config.channels == (8,) * 4
+
+
+def test_expansion_order_and_ids_are_stable_when_an_entry_is_appended(tmp_path):
+    before = expand(_plan(tmp_path))
+    after = expand(_plan(tmp_path, PLAN + BETA, "more.toml"))
+    assert [j.id for j in before] == ["vae/square/seed0", "vae/square/seed1"]
+    assert [(j.index, j.id) for j in after[:2]] == [(j.index, j.id) for j in before]
+    assert [(j.index, j.id) for j in after[2:]] == [(2, "beta-vae/square/seed0")]
+    assert [j.config.hash() for j in after[:2]] == [j.config.hash() for j in before]
+    # order: entries as listed, then datasets, then seeds
+    plan = load_plan("reference-v1")
+    ids = [j.id for j in expand(plan)]
+    assert ids[:4] == ["vae/square/seed0", "vae/square/seed1", "vae/square/seed2", "vae/arrow/seed0"]
+    assert [j.index for j in expand(plan)] == list(range(len(ids))) and len(set(ids)) == len(ids)
+
+
+def test_only_selects_by_pattern(tmp_path):
+    jobs = expand(_plan(tmp_path, PLAN + BETA))
+    assert [j.id for j in select(jobs, "vae/square/*")] == ["vae/square/seed0", "vae/square/seed1"]
+    assert [j.id for j in select(jobs, "*/seed0")] == ["vae/square/seed0", "beta-vae/square/seed0"]
+    assert [j.id for j in select(jobs, "beta-vae/*, vae/*/seed1")] == ["vae/square/seed1", "beta-vae/square/seed0"]
+    assert len(select(jobs, None)) == 3
+    assert [j.id for j in select(jobs, "2")] == ["beta-vae/square/seed0"]  # job indices, as disentanglement_lib's
+    assert [j.index for j in select(jobs, "0-1")] == [0, 1] and [j.index for j in select(jobs, "1-9, 0")] == [0, 1, 2]
+    with pytest.raises(FactorbenchError, match="indices run from 0 to 2"):
+        select(jobs, "3")
+    with pytest.raises(FactorbenchError, match="matches no job; job ids look like vae/square/seed0"):
+        select(jobs, "vae/arrow/*")
+
+
+def test_reference_plan(tmp_path):
+    plan = load_plan("reference-v1")
+    jobs = expand(plan)
+    assert plan.name == "reference-v1" and len(jobs) == (7 * 3 + 7 + 2) * 3
+    assert {e.steps for e in plan.entries} == {5000}
+    assert [j.id for j in select(jobs, "vae/square/*")] == [f"vae/square/seed{k}" for k in range(3)]
+    by_id = {j.id: j.config for j in jobs}
+    assert by_id["beta-vae/square/seed0"].beta == 5.0 and by_id["beta-vae/teapot/seed0"].beta == 6.0
+    assert by_id["vae/objects/seed2"].latent_dim == 7 and by_id["vae/teapot/seed0"].latent_dim == 10
+    assert by_id["dip-vae-i/arrow/seed0"].lambda_d == 10.0 and by_id["dip-vae-ii/arrow/seed0"].lambda_d == 1.0
+    assert by_id["annealed-vae/airplane/seed1"].c_steps == 3500 and by_id["factor-vae/square/seed0"].gamma == 1.0
+    assert jobs[0].protocols == ("square-lsbd-v1", "square-dependent-v1")
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('model = "vae"', 'model = "vea"', r"\[\[models\]\] #1 \(vea\) model: unknown model 'vea'"),
+    ("hidden = 32", "hiden = 32", r"#1 \(vae\) params: unknown parameter 'hiden'"),
+    ("hidden = 32", 'hidden = "wide"', r"#1 \(vae\) params: parameter 'hidden' expects int"),
+    ('datasets = ["square"]', 'datasets = ["sqare"]', r"datasets: dataset 'sqare' has no \[datasets.sqare\] table"),
+    ('"square-dependent-v1"', '"square-depend-v1"',
+     r"\[datasets.square\] protocols: unknown protocol 'square-depend-v1'"),
+    ('"square-dependent-v1"', '"arrow-dependent-v1"', "arrow-dependent-v1 runs on the arrow dataset, not on square"),
+    ("hidden = 32", "steps = 10", r"params: steps is set by the plan"),
+    ("seeds = [0, 1]", "seeds = [0, 0]", r"\[budget\] seeds: repeated values"),
+    ("steps = 30 ", "steps = 0 ", r"#1 \(vae\) steps: must be positive"),
+    ('split = "all"', 'split = "all"\nsplits = "x"', r"\[datasets.square\]: unknown key splits"),
+    ('name = "tiny"', 'name = "tiny"\nbudjet = 3', "top level: unknown key budjet"),
+    ("[budget]", "[budget", "is not valid TOML"),
+    ('split = "all"', 'split = "tarin"', r"\[datasets.square\] split: square has no split 'tarin'; its splits are "
+                                          "correlated-confounded, correlated-single, test, train, validation"),
+])
+def test_bad_plans_name_the_file_and_key(tmp_path, old, new, message):
+    assert old in PLAN
+    path = tmp_path / "bad.toml"
+    path.write_text(PLAN.replace(old, new, 1))
+    with pytest.raises(FactorbenchError, match=message) as info:
+        load_plan(path)
+    assert str(path) in str(info.value)
+
+
+def test_more_bad_plans(tmp_path):
+    with pytest.raises(FactorbenchError, match=r"'vae' on square is already entry #1; give one of them another name"):
+        _plan(tmp_path, PLAN + BETA.replace("beta-vae", "vae").replace(", beta = 4.0", ""))
+    with pytest.raises(FactorbenchError, match="neither a file nor a shipped plan; give a .toml file or one of "
+                                               "reference-v1"):
+        load_plan(tmp_path / "nowhere.toml")
+    text = PLAN + '\n[datasets.arrow]\nprotocols = ["arrow-lsbd-v1"]\n'
+    with pytest.raises(FactorbenchError, match=r"\[datasets.arrow\]: no model is trained on it"):
+        _plan(tmp_path, text.replace("[[models]]", '[datasets.x]\nprotocols = ["square-lsbd-v1"]\n[[models]]', 0))
+    with pytest.raises(FactorbenchError, match="needs outside data"):
+        _plan(tmp_path, PLAN.replace('[datasets.square]\nsplit = "all"\nprotocols = ["square-lsbd-v1", '
+                                     '"square-dependent-v1"]', '[datasets.square]\nprotocols = ["square-lsbd-v1"]\n'
+                                     '[datasets.coil100]\nprotocols = ["coil100-lsbd-v1"]'))
+
+
+def test_cli_plan_errors_exit_2(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(PLAN.replace('model = "vae"', 'model = "vea"'))
+    good = tmp_path / "plan.toml"
+    good.write_text(PLAN)
+    cases = [(["sweep", str(bad), "--dry-run"], "unknown model 'vea'"),
+             (["sweep", str(good), "--only", "x/*", "--dir", str(tmp_path / "s")], "matches no job"),
+             (["sweep", str(good), "--engine", "cloud"], "--engine 'cloud'"),
+             (["sweep", str(good), "--jobs", "0", "--dir", str(tmp_path / "s")], "--jobs must be >= 1"),
+             (["sweep", str(good), "--status", "--dry-run"], "give one of"),
+             (["sweep", str(good), "--slurm", "partition=x"], "need --engine slurm")]
+    for argv, message in cases:
+        assert cli(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err
+    assert not (tmp_path / "s").exists()
+    assert cli(["sweep", str(good), "--dry-run", "--dir", str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    assert "2 jobs" in out and "vae/square/seed1" in out and "to run" in out and not (tmp_path / "s").exists()
+
+
+def test_default_sweep_directory_is_named_by_the_plan(tmp_path, monkeypatch):
+    from factorbench.baselines.sweep import default_sweep_dir
+
+    plan = _plan(tmp_path)
+    monkeypatch.setenv("FACTORBENCH_SWEEPS", str(tmp_path / "sweeps"))
+    assert default_sweep_dir(plan) == tmp_path / "sweeps" / "tiny"
+    monkeypatch.delenv("FACTORBENCH_SWEEPS")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert default_sweep_dir(plan) == tmp_path / "cache" / "factorbench" / "sweeps" / "tiny"
+    # appending an entry changes the plan's hash, not its directory: the finished jobs stay where they are
+    assert default_sweep_dir(_plan(tmp_path, PLAN + BETA, "more.toml")) == default_sweep_dir(plan)
+
+
+# ---------------------------------------------------------------------------------------------- sweeps
+
+def test_local_sweep_writes_one_result_per_protocol_model_seed(swept):
+    plan, sweep_dir, seconds = swept
+    results = sorted(str(p.relative_to(sweep_dir / "results")) for p in (sweep_dir / "results").rglob("*.json"))
+    assert results == [f"{p}/vae/seed{k}.json" for p in ("square-dependent-v1", "square-lsbd-v1") for k in (0, 1)]
+    for job in expand(plan):
+        for protocol in job.protocols:
+            data = json.loads(result_path(sweep_dir, protocol, job).read_text())
+            assert data["model"] == "vae" and data["protocol"] == protocol and not data["partial"]
+            sweep = data["training"]["sweep"]
+            assert sweep["plan_hash"] == plan.hash() and sweep["job"] == job.id and sweep["seed"] == job.seed
+            assert data["training"]["config_hash"] == job.config.hash()
+            assert data["training"]["budget"] == {"steps": 30, "batch_size": 16, "planned_steps": 30}
+            assert data["training"]["trained"]["device"] == "cpu" and data["training"]["trained"]["wall_time_s"] > 0
+            assert "path" not in data["dataset"] and data["timings"]["wall"] > 0
+        record = json.loads(state_path(sweep_dir, job).read_text())
+        assert record["state"] == "done" and record["attempts"] == 1 and record["cpu_s"] > 0
+        assert (sweep_dir / "runs" / record["run_hash"] / "DONE").is_file()
+    # the two seeds are different models
+    job0, job1 = expand(plan)
+    lsbd = [_scores(result_path(sweep_dir, "square-lsbd-v1", job)) for job in (job0, job1)]
+    assert lsbd[0] != lsbd[1]
+    assert not list(sweep_dir.rglob("*.tmp"))
+    print(f"tiny sweep, 2 jobs side by side with the local engine: {seconds:.1f} s")
+
+
+def test_rerun_skips_everything_and_writes_nothing(swept, capsys):
+    plan, sweep_dir, _ = swept
+    before = _tree(sweep_dir)
+    outcome = run_sweep(plan, sweep_dir, engine="local", parallel=2, options=OPTIONS, **QUIET)
+    assert outcome == {"vae/square/seed0": "skipped", "vae/square/seed1": "skipped"}
+    assert run_job(expand(plan)[0], sweep_dir, plan, OPTIONS) == "skipped"
+    assert cli(["sweep", plan.source, "--dir", str(sweep_dir), "--threads", "1"]) == 0
+    assert "2 done, 0 to run" in capsys.readouterr().out
+    assert _tree(sweep_dir) == before
+
+
+def test_a_changed_finished_entry_is_refused(swept, tmp_path):
+    plan, sweep_dir, _ = swept
+    changed = _plan(tmp_path, PLAN.replace("hidden = 32", "hidden = 48"))
+    before = _tree(sweep_dir)
+    with pytest.raises(FactorbenchError, match=r"(?s)vae/square/seed0 under square-lsbd-v1.*config hash.*A finished "
+                                               r"entry is never changed"):
+        run_sweep(changed, sweep_dir, options=OPTIONS, **QUIET)
+    assert _tree(sweep_dir) == before
+
+
+def test_status_counts_and_failure(swept, tmp_path, monkeypatch, capsys):
+    plan, done_dir, _ = swept
+    sweep_dir = tmp_path / "sweep"
+    shutil.copytree(done_dir, sweep_dir)
+    more = f"""
+[[models]]
+model = "beta-vae"
+datasets = ["square"]
+seeds = [0, 1, 2, 3]
+params = {{ {TINY} }}
+"""
+    plan = _plan(tmp_path, PLAN + more)
+    jobs = {j.id: j for j in expand(plan)}
+
+    def boom(*args, **kwargs):
+        raise FactorbenchError("the dataset went away: regenerate it")
+
+    monkeypatch.setattr("factorbench.baselines.sweep._train_and_evaluate", boom)
+    with pytest.raises(FactorbenchError, match="went away"):
+        run_job(jobs["beta-vae/square/seed0"], sweep_dir, plan, OPTIONS)
+    # a job killed while it ran: its state says running, but nobody holds its lock
+    state = state_path(sweep_dir, jobs["beta-vae/square/seed1"])
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.write_text(json.dumps({"state": "running", "config_hash": jobs["beta-vae/square/seed1"].config.hash(),
+                                 "attempts": 1, "cpu_s": 36.0, "wall_s": 40.0}))
+    with _job_lock(sweep_dir, jobs["beta-vae/square/seed2"]) as mine:  # another process works on seed 2
+        assert mine
+        statuses = sweep_status(plan, sweep_dir)
+        assert cli(["sweep", plan.source, "--dir", str(sweep_dir), "--status"]) == 0
+        out = capsys.readouterr().out
+    states = {s.job.id: s.state for s in statuses}
+    assert states == {"vae/square/seed0": "done", "vae/square/seed1": "done", "beta-vae/square/seed0": "failed",
+                      "beta-vae/square/seed1": "interrupted", "beta-vae/square/seed2": "running",
+                      "beta-vae/square/seed3": "left"}
+    assert "6 jobs: 2 done, 1 running, 1 failed, 1 interrupted, 1 left" in out
+    assert re.search(r"beta-vae/square/seed0 +failed  [\d.]+ CPU min, 1 attempt\n"
+                     r" +the dataset went away: regenerate it", out), out
+    spent = sum(s.cpu_s for s in statuses)
+    assert spent > 36.0 and f"CPU time spent: {spent / 3600:.2f} h" in out
+    # the estimate: the finished jobs' CPU seconds per step, times the steps left
+    done = [s for s in statuses if s.state == "done"]
+    rate = np.mean([s.cpu_s / 30 for s in done])
+    assert f"estimate for the rest: {rate * 4 * 30 / 3600:.2f} CPU h" in out
+    assert " vae/square/seed0" not in format_status(plan, statuses, sweep_dir)
+    assert " vae/square/seed0" in format_status(plan, statuses, sweep_dir, verbose=True)
+    assert sweep_status(plan, sweep_dir, only="beta-vae/*/seed3")[0].state == "left"
+
+
+def test_a_job_failing_in_its_process_is_reported(tmp_path, data_dir, capsys):
+    """A job that fails in its own process: the sweep says so and exits 1; --status shows the error."""
+    plan = _plan(tmp_path, PLAN + BETA.replace("beta = 4.0", "beta = 4.0, lr = 1e12"))  # diverges at once
+    argv = ["sweep", plan.source, "--dir", str(tmp_path / "sweep"), "--threads", "1", "--only", "beta-vae/*"]
+    assert cli(argv) == 1
+    out = capsys.readouterr().out
+    assert "beta-vae/square/seed0: failed: beta-vae: loss, recon, kl became nan by step 30" in out
+    assert "1 job failed: beta-vae/square/seed0; see --status" in out
+    assert cli(argv + ["--status"]) == 0
+    out = capsys.readouterr().out
+    assert "1 job: 0 done, 0 running, 1 failed, 0 interrupted, 0 left" in out and "Lower lr" in out
+
+
+def test_collect_writes_mean_and_std_of_finished_runs(swept, tmp_path, capsys):
+    from factorbench.benchmark.results import reference_results, scores_table
+
+    plan, sweep_dir, _ = swept
+    plan3 = _plan(tmp_path, PLAN.replace("seeds = [0, 1]", "seeds = [0, 1, 2]"))  # seed 2 never ran
+    out = tmp_path / "reference"
+    written = collect(plan3, sweep_dir, out, **QUIET)
+    assert sorted(str(p.relative_to(out)) for p in written) == ["square-dependent-v1/vae.json",
+                                                                 "square-lsbd-v1/vae.json"]
+    doc = json.loads((out / "square-lsbd-v1" / "vae.json").read_text())
+    assert doc["model"] == "vae" and doc["seeds"] == [0, 1] and doc["missing_seeds"] == [2] and len(doc["runs"]) == 2
+    runs = [json.loads(result_path(sweep_dir, "square-lsbd-v1", j).read_text()) for j in expand(plan)]
+    assert doc["runs"] == runs
+    values = [r["metrics"]["d_lsbd"]["scalars"]["score"] for r in runs]
+    assert doc["summary"]["d_lsbd.score"] == {"mean": pytest.approx(np.mean(values)),
+                                              "std": pytest.approx(np.std(values, ddof=1)), "n": 2}
+    # the score tables read the file as two runs of one model, with the same mean and std
+    assert [r.model for r in reference_results("square-lsbd-v1", out / "square-lsbd-v1")["vae"]] == ["vae", "vae"]
+    table = scores_table("square-lsbd-v1", out / "square-lsbd-v1")
+    model, n, cells, _ = table.rows[0]
+    mean, std = cells[table.columns.index("d_lsbd.score")]
+    assert (model, n) == ("vae", 2)
+    assert mean == pytest.approx(np.mean(values)) and std == pytest.approx(np.std(values, ddof=1))
+    # collecting again, or after appending an entry, rewrites nothing
+    before = _tree(out)
+    assert collect(plan3, sweep_dir, out, **QUIET) == []
+    appended = _plan(tmp_path, PLAN.replace("seeds = [0, 1]", "seeds = [0, 1, 2]") + BETA, "more.toml")
+    assert collect(appended, sweep_dir, out, **QUIET) == []
+    assert _tree(out) == before
+    # a file of another config is never replaced
+    other = json.loads((out / "square-lsbd-v1" / "vae.json").read_text())
+    other["runs"][0]["training"]["config_hash"] = "0" * 64
+    (out / "square-lsbd-v1" / "vae.json").write_text(json.dumps(other))
+    with pytest.raises(FactorbenchError, match="finished entries are never replaced"):
+        collect(plan, sweep_dir, out, **QUIET)
+    assert cli(["sweep", plan.source, "--dir", str(sweep_dir), "--collect", str(tmp_path / "ref2")]) == 0
+    assert "2 reference files written" in capsys.readouterr().out
+
+
+def _wait_for(predicate, timeout: float = 120.0, process: subprocess.Popen | None = None) -> None:
+    deadline = time.time() + timeout
+    while not predicate():
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"the process ended first: {process.communicate()}")
+        if time.time() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.1)
+
+
+def _training_step(sweep_dir: Path) -> int:
+    """The step logged last by the run being trained (0 before the first log line)."""
+    logs = list((sweep_dir / "runs").glob("*/log.csv")) if (sweep_dir / "runs").is_dir() else []
+    lines = logs[0].read_text().splitlines() if logs else []
+    return int(lines[-1].split(",")[0]) if len(lines) > 1 else 0
+
+
+@pytest.mark.slow
+def test_kill_in_the_middle_then_rerun_equals_an_uninterrupted_sweep(tmp_path, data_dir):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it), then SIGTERM to the sweep alone (its job
+    checkpoints; exit 130 each time), then SIGKILL to the whole process group while the job trains (as a power
+    cut): re-running completes with the scores and weights of an uninterrupted sweep, and no result file is
+    ever half-written."""
+    text = PLAN.replace("steps = 30 ", "steps = 900 ").replace("seeds = [0, 1]", "seeds = [0]")
+    plan = _plan(tmp_path, text)
+    job = expand(plan)[0]
+    run_job(job, tmp_path / "whole", plan, OPTIONS)  # the uninterrupted sweep
+
+    sweep_dir = tmp_path / "sweep"
+    args = [sys.executable, "-m", "factorbench.benchmark.cli", "sweep", plan.source, "--dir", str(sweep_dir),
+            "--threads", "1", "--checkpoint-every", "0.5", "--record-every", "0.5"]
+    env = {**os.environ, "FACTORBENCH_DATA": str(data_dir)}
+    step, cpu = 0, 0.0
+    for attempt, stop in enumerate(["ctrl-c", "sigterm", "sigkill"], 1):
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                start_new_session=True)
+        _wait_for(lambda: _training_step(sweep_dir) >= step + 100, process=proc)
+        if stop == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)
+        elif stop == "sigterm":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its job, at once
+        out, err = proc.communicate(timeout=120)
+        if stop != "sigkill":
+            assert proc.returncode == 130, err
+            assert "run the same command again to resume" in err and "Traceback" not in err
+            record = json.loads(state_path(sweep_dir, job).read_text())
+            assert record["state"] == "interrupted" and record["error"].startswith("interrupted at step")
+        _wait_for(lambda: sweep_status(plan, sweep_dir)[0].state != "running", 30)  # the kernel frees the lock
+        status = sweep_status(plan, sweep_dir)[0]
+        assert status.state == "interrupted" and status.attempts == attempt
+        # a stopped job checkpoints where it stopped; a killed one keeps its last periodic checkpoint
+        assert (step < status.step if stop == "sigkill" else step + 100 <= status.step) and status.step < 900
+        assert status.cpu_s > cpu  # the CPU time of killed attempts counts too
+        step, cpu = status.step, status.cpu_s
+        assert not (sweep_dir / "results").exists()
+
+    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for protocol in job.protocols:
+        path = result_path(sweep_dir, protocol, job)
+        assert _scores(path) == _scores(result_path(tmp_path / "whole", protocol, job))
+    assert sorted(p.name for p in (sweep_dir / "results").rglob("*") if p.is_file()) == ["seed0.json", "seed0.json"]
+    record = json.loads(state_path(sweep_dir, job).read_text())
+    assert record["state"] == "done" and record["attempts"] == 4
+    from safetensors.numpy import load_file
+
+    a = load_file(str(next((sweep_dir / "runs").glob("*/weights.safetensors"))))
+    b = load_file(str(next((tmp_path / "whole" / "runs").glob("*/weights.safetensors"))))
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def _fake_slurm(tmp_path: Path, monkeypatch) -> Path:
+    """sbatch, srun and scontrol stand-ins on PATH: sbatch keeps the submission file and answers with job 4242;
+    scontrol records its arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    scripts = {"sbatch": f'cp "$1" {tmp_path}/submitted.sh\necho "Submitted batch job 4242"\n', "srun": "exit 0\n",
+               "scontrol": f'echo "$@" >> {tmp_path}/scontrol.txt\n'}
+    for name, body in scripts.items():
+        (bin_dir / name).write_text("#!/bin/sh\n" + body)
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return tmp_path / "submitted.sh"
+
+
+def _slurm_task(sweep_dir: Path, job_id: str, data_dir: Path) -> subprocess.Popen:
+    """Run SLURM job ``job_id`` (``4242``, or ``4242_1`` for an array task) as SLURM would: submitit's entry
+    point with SLURM's variables."""
+    array, _, task = job_id.partition("_")
+    env = {**os.environ, "FACTORBENCH_DATA": str(data_dir), "SUBMITIT_EXECUTOR": "slurm", "SLURM_JOB_ID": array,
+           "SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
+           "SLURM_JOB_NUM_NODES": "1"}
+    if task:
+        env.update(SLURM_JOB_ID=str(5000 + int(task)), SLURM_ARRAY_JOB_ID=array, SLURM_ARRAY_TASK_ID=task)
+    return subprocess.Popen([sys.executable, "-u", "-m", "submitit.core._submit", str(sweep_dir / "submitit" / "%j")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_slurm_engine_submits_one_requeueable_array(tmp_path, monkeypatch):
+    submitted = _fake_slurm(tmp_path, monkeypatch)
+    plan = _plan(tmp_path, PLAN + BETA)
+    outcome = run_sweep(plan, tmp_path / "sweep", engine="slurm", parallel=2, only="*/seed0", options=OPTIONS,
+                        settings={"partition": "gpu", "time": 30, "gpus_per_node": 1}, **QUIET)
+    assert outcome == {"vae/square/seed0": "submitted", "beta-vae/square/seed0": "submitted"}
+    script = submitted.read_text()
+    for line in ("--array=0-1%2", "--requeue", "--signal=USR2@120", "--partition=gpu", "--time=30", "--gpus-per-node=1",
+                 "--cpus-per-task=1", "--job-name=factorbench-tiny"):
+        assert f"#SBATCH {line}\n" in script
+    assert json.loads((tmp_path / "sweep" / "slurm.json").read_text())["jobs"] == {
+        "vae/square/seed0": "4242_0", "beta-vae/square/seed0": "4242_1"}
+    monkeypatch.setenv("PATH", "/nowhere")
+    with pytest.raises(FactorbenchError, match="--engine slurm needs a SLURM cluster"):
+        run_sweep(plan, tmp_path / "sweep", engine="slurm", options=OPTIONS, **QUIET)
+
+
+@pytest.mark.slow
+def test_slurm_preemption_requeues_and_resumes_from_the_checkpoint(tmp_path, monkeypatch, data_dir):
+    """A SLURM array task preempted (USR2) while it trains asks SLURM to requeue it; the requeued task resumes the
+    run from its checkpoint and finishes the job."""
+    _fake_slurm(tmp_path, monkeypatch)
+    plan = _plan(tmp_path, PLAN.replace("steps = 30 ", "steps = 600 ").replace("seeds = [0, 1]", "seeds = [0]"))
+    sweep_dir = tmp_path / "sweep"
+    options = SweepOptions(threads=1, samples=False, checkpoint_every_s=0.5)
+    run_sweep(plan, sweep_dir, engine="slurm", options=options, **QUIET)
+    task = _slurm_task(sweep_dir, "4242", data_dir)  # one job: not an array
+    _wait_for(lambda: _training_step(sweep_dir) >= 150, process=task)
+    task.send_signal(signal.SIGUSR2)
+    out, err = task.communicate(timeout=120)
+    assert "preempted" in err and (tmp_path / "scontrol.txt").read_text().split() == ["requeue", "4242"]
+    first = sweep_status(plan, sweep_dir)[0]
+    assert first.state == "interrupted" and first.step >= 150
+    task = _slurm_task(sweep_dir, "4242", data_dir)  # SLURM starts the requeued job
+    out, err = task.communicate(timeout=300)
+    assert task.returncode == 0, err
+    job = expand(plan)[0]
+    record = json.loads(state_path(sweep_dir, job).read_text())
+    assert record["state"] == "done" and record["attempts"] == 2
+    log = next((sweep_dir / "runs").glob("*/log.csv")).read_text().splitlines()[1:]
+    steps = [int(line.split(",")[0]) for line in log]
+    assert steps == sorted(set(steps)) and steps[-1] == 600
+    assert all(result_path(sweep_dir, p, job).is_file() for p in job.protocols)
