@@ -363,9 +363,9 @@ def test_run_encoder_gives_codes_not_a_posterior(generated, tmp_path, monkeypatc
 
 @pytest.mark.slow
 def test_labels_make_the_code_equivariant(generated, tmp_path, monkeypatch):
-    """Square, the paper's network and settings, 1,500 steps (about 36 of the authors' epoch pairs): with
-    L = 1,024 labelled pairs the equivariance loss falls and D_LSBD ends below that of the same network
-    trained without labels (L = 0)."""
+    """Square, the paper's network and settings, 1,000 steps (about 24 of the authors' 1,500 epoch pairs): with
+    L = 1,024 labelled pairs the equivariance loss falls (1.43 -> 0.004) and D_LSBD ends far below that of the
+    same network trained without labels (measured on a 2-core CPU, bf16: 0.006 against 0.76)."""
     from factorbench.benchmark.evaluation import evaluate
 
     path = generated("square")
@@ -373,11 +373,11 @@ def test_labels_make_the_code_equivariant(generated, tmp_path, monkeypatch):
     options = TrainOptions(**{**QUIET.__dict__, "log_every": 42})
     scores = {}
     for pairs in (1024, 0):
-        config = make_config("lsbd-vae", {"labelled_pairs": pairs, "steps": 1500})
+        config = make_config("lsbd-vae", {"labelled_pairs": pairs, "steps": 1000})
         train(config, path, tmp_path / f"L{pairs}", split="all", options=options)
         scores[pairs] = evaluate("square-lsbd-v1", f"run:{tmp_path / f'L{pairs}'}", progress=False,
                                  only=("d_lsbd",)).scalars()["d_lsbd.score"]
     rows = list(csv.DictReader(open(tmp_path / "L1024" / "log.csv")))
     equivariance = [float(r["equivariance"]) for r in rows if r["equivariance"]]
-    assert np.mean(equivariance[-5:]) < 0.5 * np.mean(equivariance[:3])
-    assert scores[1024] < scores[0] - 0.1, scores
+    assert np.mean(equivariance[-3:]) < 0.25 * np.mean(equivariance[:3])
+    assert scores[1024] < 0.1 and scores[1024] < 0.5 * scores[0], scores
