@@ -11,7 +11,9 @@ and on L pairs of images labelled with the transformation between them.
   (:func:`~factorbench.baselines.terms.delta_vae_kl`). R^E: a Gaussian posterior and N(0, I) prior.
 - Unlabelled step: -log p(x|z) + KL, batch mean.
 - Labelled step, P pairs (M = 2, g_1 = e): the decoder gets rho(g_m) z_bar instead of z_m, z_bar the
-  projected mean of the anchored samples rho(g_m^-1) z_m; loss -log p(x|z) + KL + gamma L_LSBD (eq. 11).
+  projected mean of the anchored samples rho(g_m^-1) z_m; loss -log p(x|z) + KL + gamma L_LSBD (eq. 11:
+  the mean over the members, each circle compared on its own; the authors' code sums over the members
+  and compares whole concatenated codes, see BASELINES.md).
 - Schedule (the authors' ``fit_semi_supervised``): alternately one pass over the L labelled pairs in
   batches of batch_size / 2 pairs and one pass over the unlabelled images (every image not in a labelled
   pair) in batches of batch_size; each kind of step has its own Adam optimiser, as the authors' code
@@ -335,7 +337,8 @@ def lsbd_vae_loss(out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor], 
                                      "equivariance": equivariance, "log_t": log_t})
 
 
-def lsbd_vae_groups(model: LSBDVAE, config: LSBDVAEConfig) -> dict[str, tuple[list[nn.Parameter], torch.optim.Optimizer]]:
+def lsbd_vae_groups(model: LSBDVAE,
+                    config: LSBDVAEConfig) -> dict[str, tuple[list[nn.Parameter], torch.optim.Optimizer]]:
     """One Adam over every parameter per kind of step (``unlabelled``; ``labelled`` when L > 0)."""
     params = list(model.parameters())
 

@@ -138,8 +138,9 @@ def projected_random_walk(loc: torch.Tensor, log_t: torch.Tensor, steps: int,
                           generator: torch.Generator | None) -> torch.Tensor:
     """A sample of the Delta-VAE posterior on the sphere: Brownian motion for time t from ``loc`` (unit
     vectors, (..., D+1)), approximated by ``steps`` Gaussian steps of variance t / steps in the embedding
-    space, each projected back onto the sphere (Perez Rey et al. 2020, the reparameterisation by a random walk; lsbd-vae
-    ``HyperSphericalLatentSpace.sampling``: 10 steps). ``log_t`` (...) broadcasts over the last axis.
+    space, each projected back onto the sphere (Perez Rey et al. 2020, the reparameterisation by a random
+    walk; lsbd-vae ``HyperSphericalLatentSpace.sampling``: 10 steps). ``log_t`` (...) broadcasts over the
+    last axis.
     Differentiable in ``loc`` and ``log_t`` (reparameterisation)."""
     z = _wide(loc)
     scale = torch.exp(0.5 * _wide(log_t))[..., None] / math.sqrt(steps)
@@ -151,14 +152,16 @@ def projected_random_walk(loc: torch.Tensor, log_t: torch.Tensor, steps: int,
 
 def delta_vae_kl(log_t: torch.Tensor, d: int = 1) -> torch.Tensor:
     """The Delta-VAE's closed-form approximation of KL(q(z|x) || uniform on S^d) for the heat kernel of
-    time t, elementwise (Perez Rey et al. 2020, the small-t approximation; lsbd-vae ``HyperSphericalLatentSpace.kl_loss``):
+    time t, elementwise (Perez Rey et al. 2020, the small-t approximation; lsbd-vae
+    ``HyperSphericalLatentSpace.kl_loss``):
 
         KL ~ -(d/2) log t - (d/2) log(2 pi) - d/2 + log vol(S^d) + d (d - 1) t / 4,
 
     the negative entropy of a d-dimensional Gaussian of variance t plus the log-volume of the sphere, with
-    a scalar-curvature correction (d(d-1); 0 on the circle). Valid for small t (the clamp keeps t below
-    e^-5); it is 0 where the Gaussian's entropy reaches the uniform distribution's, t = 2 pi / e on S^1,
-    and negative beyond, where the true KL tends to 0."""
+    a scalar-curvature correction (d(d-1); 0 on the circle). On the circle it is exact while the Gaussian
+    has no mass beyond +-pi (every t the clamp allows); for larger t it falls short of the true KL by a
+    few times that mass, is 0 where the Gaussian's entropy reaches the uniform's (t = 2 pi / e) and
+    negative beyond, where the true KL tends to 0."""
     log_t = _wide(log_t)
     return (-0.5 * d * log_t - 0.5 * d * _LOG_2PI - 0.5 * d + math.log(sphere_volume(d))
             + d * (d - 1) * torch.exp(log_t) / 4.0)

@@ -14,7 +14,7 @@ pytest.importorskip("safetensors")
 
 from factorbench.baselines.config import get_family, make_config  # noqa: E402
 from factorbench.baselines.data import TrainingData  # noqa: E402
-from factorbench.baselines.lsbd import LSBDBatches, draw_pairs  # noqa: E402
+from factorbench.baselines.lsbd import PAPER_SETTINGS, LSBDBatches, draw_pairs  # noqa: E402
 from factorbench.baselines.runs import load_run  # noqa: E402
 from factorbench.baselines.terms import (anchored_mean, delta_vae_kl, equivariance_loss, limit_log_t,  # noqa: E402
                                          projected_random_walk, rotate, sphere_volume)
@@ -218,6 +218,16 @@ def test_pairs_on_objects_keep_the_object_and_change_the_rotation(generated):
         draw_pairs(data.factors, classes, data.factor_specs, 10, 0, circles=1, euclidean_dims=0)
     with pytest.raises(FactorbenchError, match="1 cyclic factor.*set circles=1"):
         draw_pairs(data.factors, classes, data.factor_specs, 10, 0, circles=2, euclidean_dims=0)
+    data.close()
+
+
+@pytest.mark.parametrize("dataset", ["square", "arrow", "airplane", "objects"])
+def test_the_papers_settings_fit_their_datasets(generated, dataset):
+    config = make_config("lsbd-vae", {**PAPER_SETTINGS[dataset], "labelled_pairs": 256})
+    data = TrainingData(generated(dataset), "all")
+    draw = LSBDBatches(config, data)
+    assert len(draw.pairs) == 256 and draw(0)["angles"].shape == (50, 2, config.circles)
+    assert config.gamma == (1.0 if dataset == "objects" else 100.0)
     data.close()
 
 
