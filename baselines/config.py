@@ -155,13 +155,23 @@ def config_from_dict(data: Mapping[str, Any]) -> ModelConfig:
 
 @dataclass(frozen=True)
 class Family:
-    """How a config is trained: ``build(config, image_shape) -> nn.Module``; ``loss(outputs, x, config,
+    """How a config is trained: ``build(config, image_shape) -> nn.Module``; ``loss(outputs, batch, config,
     step, dataset_size) -> Loss`` (a pure function); ``groups(model, config) -> {group: (params,
-    optimiser)}``, one optimiser per loss group, stepped in that order."""
+    optimiser)}``, one optimiser per loss group. Each step back-propagates every group the loss returns,
+    in that order, and steps those groups' optimisers only (a loss may return a subset: alternating
+    schedules).
+
+    ``batches`` (optional): ``batches(config, data) -> draw``, called once before training (it checks the
+    data and raises a FactorbenchError if the model cannot train on it), ``draw(step)`` a pure function
+    of the step giving the step's inputs as a dict of numpy arrays: ``"images"`` uint8 (n, H, W, C) plus
+    any labels. The model and the loss then get that dict as ``batch`` (images as floats in [0, 1],
+    channels first; every array a tensor on the device). Without it the batch is the image tensor of
+    ``TrainingData.batch(step, batch_size, seed)``."""
 
     build: Callable[..., Any]
     loss: Callable[..., Any]
     groups: Callable[..., Any]
+    batches: Callable[..., Any] | None = None
 
 
 _FAMILIES: dict[str, Family] = {}

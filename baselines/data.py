@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ import numpy as np
 from factorbench import generators
 from factorbench.generators.errors import FactorbenchError
 
-__all__ = ["DEFAULT_MEMORY_LIMIT", "TrainingData", "data_identity", "resolve_dataset", "split_identity"]
+__all__ = ["DEFAULT_MEMORY_LIMIT", "EpochOrder", "TrainingData", "data_identity", "resolve_dataset", "split_identity"]
 
 #: splits larger than this many bytes of uint8 pixels are streamed from the file
 DEFAULT_MEMORY_LIMIT = 1 << 30
@@ -77,8 +77,39 @@ def data_identity(path: str | os.PathLike, split: str) -> dict[str, Any]:
         return split_identity(ds, split, n)
 
 
+class EpochOrder:
+    """An endless sequence of epochs over ``n`` items, epoch ``e`` a permutation drawn from
+    ``numpy.random.default_rng([*key, e])``: batch ``b`` of size ``B`` holds positions ``b*B .. b*B + B - 1``
+    of that sequence, so any batch is a pure function of (key, b). The last two epoch orders are kept (a
+    batch may straddle two epochs; drawing a 143k-item permutation every step would cost ~2 ms)."""
+
+    def __init__(self, n: int, key: tuple[int, ...]) -> None:
+        if n < 1:
+            raise ValueError("an epoch order needs at least one item")
+        self.n, self.key = n, tuple(int(k) for k in key)
+        self._orders: dict[int, np.ndarray] = {}
+
+    def permutation(self, epoch: int) -> np.ndarray:
+        if epoch not in self._orders:
+            if len(self._orders) >= 2:
+                self._orders.pop(next(iter(self._orders)))
+            self._orders[epoch] = np.random.default_rng([*self.key, epoch]).permutation(self.n)
+        return self._orders[epoch]
+
+    def batch(self, index: int, batch_size: int) -> np.ndarray:
+        """Item indices (int64) of batch ``index``."""
+        pos = np.arange(index * batch_size, (index + 1) * batch_size, dtype=np.int64)
+        epochs, offsets = np.divmod(pos, self.n)
+        out = np.empty(batch_size, dtype=np.int64)
+        for epoch in np.unique(epochs):
+            mask = epochs == epoch
+            out[mask] = self.permutation(int(epoch))[offsets[mask]]
+        return out
+
+
 class TrainingData:
-    """The images of ``split`` (a split name of the file, or ``"all"``) of a dataset file."""
+    """The images of ``split`` (a split name of the file, or ``"all"``) of a dataset file, with the factor
+    values (and grid classes) of its rows for models that train on labels."""
 
     def __init__(self, path: str | os.PathLike, split: str = "train", *,
                  memory_limit: int = DEFAULT_MEMORY_LIMIT) -> None:
@@ -97,7 +128,7 @@ class TrainingData:
         if len(self.rows) == 0:
             raise FactorbenchError(f"split {split!r} of {self.path} is empty")
         self.split = split
-        self._orders: dict[tuple[int, int], np.ndarray] = {}
+        self._order: EpochOrder | None = None
         self.image_shape: tuple[int, int, int] = tuple(int(s) for s in ds.spec.image_shape)  # type: ignore[assignment]
         nbytes = len(self.rows) * int(np.prod(self.image_shape))
         self.in_memory = nbytes <= memory_limit
@@ -110,41 +141,56 @@ class TrainingData:
     def close(self) -> None:
         self._ds.close()
 
+    @property
+    def generator_name(self) -> str:
+        return str(self._ds.spec.generator)
+
+    @property
+    def factor_specs(self) -> tuple[Any, ...]:
+        """The dataset's factors (name, kind, domain), in column order."""
+        return tuple(self._ds.spec.factors)
+
+    @property
+    def factors(self) -> np.ndarray:
+        """(n, K) float64 factor values of the split's rows, in split order."""
+        return self._ds.factors[self.rows]
+
+    @property
+    def factor_classes(self) -> np.ndarray | None:
+        """(n, K) int64 grid classes of the split's rows, or None for a dataset without a grid."""
+        classes = self._ds.factor_classes
+        return None if classes is None else classes[self.rows]
+
     def batch_positions(self, step: int, batch_size: int, seed: int) -> np.ndarray:
         """Indices into the split of the batch of ``step`` (see the module docstring)."""
-        n = len(self.rows)
-        pos = np.arange(step * batch_size, (step + 1) * batch_size, dtype=np.int64)
-        epochs, offsets = np.divmod(pos, n)
-        out = np.empty(batch_size, dtype=np.int64)
-        for epoch in np.unique(epochs):
-            mask = epochs == epoch
-            out[mask] = self._permutation(seed, int(epoch))[offsets[mask]]
-        return out
+        if self._order is None or self._order.key != (seed,):
+            self._order = EpochOrder(len(self.rows), (seed,))
+        return self._order.batch(step, batch_size)
 
-    def _permutation(self, seed: int, epoch: int) -> np.ndarray:
-        """The order of ``epoch`` (the last two are kept: a batch may straddle two epochs)."""
-        key = (seed, epoch)
-        if key not in self._orders:
-            if len(self._orders) >= 2:
-                self._orders.pop(next(iter(self._orders)))
-            self._orders[key] = np.random.default_rng([seed, epoch]).permutation(len(self.rows))
-        return self._orders[key]
-
-    def batch(self, step: int, batch_size: int, seed: int) -> np.ndarray:
-        """uint8 images (B, H, W, C) of the batch of ``step``."""
-        idx = self.batch_positions(step, batch_size, seed)
+    def images_at(self, positions: np.ndarray) -> np.ndarray:
+        """uint8 images (n, H, W, C) of the given indices into the split, in that order."""
+        idx = np.asarray(positions, dtype=np.int64)
         if self._images is not None:
             return self._images[idx]
         order = np.argsort(idx, kind="stable")
-        images = np.empty((batch_size, *self.image_shape), dtype=np.uint8)
+        images = np.empty((len(idx), *self.image_shape), dtype=np.uint8)
         images[order] = self._ds.images[self.rows[idx[order]]]
         return images
 
+    def batch(self, step: int, batch_size: int, seed: int) -> np.ndarray:
+        """uint8 images (B, H, W, C) of the batch of ``step``."""
+        return self.images_at(self.batch_positions(step, batch_size, seed))
+
     def batches(self, start: int, stop: int, batch_size: int, seed: int, *, read_ahead: int = 4) -> Iterator[np.ndarray]:
         """Batches of steps ``start .. stop - 1`` in order; streamed sets are read ahead by a thread."""
+        return self.stream(lambda step: self.batch(step, batch_size, seed), start, stop, read_ahead=read_ahead)
+
+    def stream(self, draw: Callable[[int], Any], start: int, stop: int, *, read_ahead: int = 4) -> Iterator[Any]:
+        """``draw(step)`` for steps ``start .. stop - 1`` in order (``draw`` a pure function of the step that
+        reads from this data); for a streamed split a thread draws ahead so that the model does not wait."""
         if self._images is not None:
             for step in range(start, stop):
-                yield self.batch(step, batch_size, seed)
+                yield draw(step)
             return
         out: queue.Queue[Any] = queue.Queue(maxsize=read_ahead)
         done = threading.Event()
@@ -154,7 +200,7 @@ class TrainingData:
                 for step in range(start, stop):
                     if done.is_set():
                         return
-                    out.put(self.batch(step, batch_size, seed))
+                    out.put(draw(step))
             except BaseException as exc:  # handed to the consumer
                 out.put(exc)
 

@@ -71,9 +71,10 @@ def read_run(run_dir: str | os.PathLike) -> dict[str, Any]:
 
 
 class RunEncoder:
-    """A finished run as an encoder: uint8 images (n, H, W, C) -> (posterior mean, log-variance), float32
-    on the CPU (or ``device``), eval mode. ``step`` picks a snapshot instead of the final weights.
-    ``provenance`` goes into the result JSON."""
+    """A finished run as an encoder: uint8 images (n, H, W, C) -> (posterior mean, log-variance) for a model
+    whose ``encode`` gives a Gaussian posterior, or codes (n, D) for one whose ``encode`` gives a tensor
+    (LSBD-VAE: points on circles), float32 on the CPU (or ``device``), eval mode. ``step`` picks a
+    snapshot instead of the final weights. ``provenance`` goes into the result JSON."""
 
     def __init__(self, run_dir: str | os.PathLike, device: str = "cpu", step: int | None = None) -> None:
         import torch
@@ -112,7 +113,7 @@ class RunEncoder:
                                                          "package_version")},
         }
 
-    def __call__(self, images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, images: np.ndarray) -> tuple[np.ndarray, np.ndarray] | np.ndarray:
         import torch
 
         if tuple(images.shape[1:]) != self.image_shape:
@@ -120,7 +121,10 @@ class RunEncoder:
                                    f"{tuple(images.shape[1:])}")
         x = torch.from_numpy(np.ascontiguousarray(images)).to(self.device).permute(0, 3, 1, 2).float().div_(255.0)
         with torch.no_grad():
-            mu, logvar = self.model.encode(x)
+            out = self.model.encode(x)
+        if isinstance(out, torch.Tensor):
+            return out.float().cpu().numpy()
+        mu, logvar = out
         return mu.float().cpu().numpy(), logvar.float().cpu().numpy()
 
 

@@ -36,19 +36,21 @@ def write_samples(model: Any, data: Any, out: Path, *, device: Any = "cpu") -> P
     images = data.batch(0, N_INPUTS, 12345)
     x = torch.from_numpy(images).to(device).permute(0, 3, 1, 2).float().div(255.0)
     with torch.no_grad():
-        mu, _ = model.encode(x)
-    mu = mu.float()
+        encoded = model.encode(x)
+    mu = (encoded if isinstance(encoded, torch.Tensor) else encoded[0]).float()
     recon = _decode(model, mu)
-    latent = mu.shape[1]
-    z = mu[:1].repeat(latent * len(TRAVERSAL), 1)
-    values = torch.tensor(TRAVERSAL, dtype=z.dtype, device=z.device)
-    for d in range(latent):
-        z[d * len(TRAVERSAL):(d + 1) * len(TRAVERSAL), d] = values
-    traversals = _decode(model, z)
+    if hasattr(model, "traversals"):  # a latent that is not R^D (LSBD-VAE's circles) says how to sweep it
+        sweeps = model.traversals(mu[:1], len(TRAVERSAL))
+    else:
+        values = torch.tensor(TRAVERSAL, dtype=mu.dtype, device=mu.device)
+        sweeps = []
+        for d in range(mu.shape[1]):
+            z = mu[:1].repeat(len(TRAVERSAL), 1)
+            z[:, d] = values
+            sweeps.append((f"z{d} (mean {float(mu[0, d]):+.2f})", z))
 
     rows = [("input", images / 255.0), ("reconstruction", recon)]
-    rows += [(f"z{d} (mean {float(mu[0, d]):+.2f})", traversals[d * len(TRAVERSAL):(d + 1) * len(TRAVERSAL)])
-             for d in range(latent)]
+    rows += [(label, _decode(model, z)) for label, z in sweeps]
     cols = max(N_INPUTS, len(TRAVERSAL))
     fig, axes = plt.subplots(len(rows), cols, figsize=(1.1 * cols + 1.6, 1.1 * len(rows) + 0.6), squeeze=False)
     for r, (label, imgs) in enumerate(rows):
@@ -60,11 +62,11 @@ def write_samples(model: Any, data: Any, out: Path, *, device: Any = "cpu") -> P
                 ax.imshow(np.clip(imgs[c].squeeze(), 0, 1), cmap="gray", vmin=0, vmax=1, interpolation="nearest")
             else:
                 ax.axis("off")
-            if r == 2:
+            if r == 2 and not hasattr(model, "traversals"):
                 ax.set_title(f"{TRAVERSAL[c]:+.1f}", fontsize=7)
         axes[r, 0].set_ylabel(label, fontsize=7, rotation=0, ha="right", va="center")
-    fig.suptitle("top: inputs and reconstructions (posterior mean); below: each latent swept over [-2.5, 2.5] "
-                 "from the first input's mean", fontsize=8)
+    fig.suptitle("top: inputs and reconstructions (posterior mean); below: each latent swept from the first "
+                 "input's code (over [-2.5, 2.5]; a circle through a full turn)", fontsize=8)
     fig.tight_layout()
     tmp = out.with_name(out.stem + ".partial.png")
     try:

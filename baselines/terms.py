@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-__all__ = ["Loss", "bernoulli_nll", "capacity", "covariance", "dip_penalty", "gaussian_kl", "gaussian_log_density",
-           "gaussian_nll", "permute_dims", "reparameterise", "total_correlation"]
+__all__ = ["Loss", "anchored_mean", "bernoulli_nll", "capacity", "covariance", "delta_vae_kl", "dip_penalty",
+           "equivariance_loss", "gaussian_kl", "gaussian_log_density", "gaussian_nll", "limit_log_t", "permute_dims",
+           "project_to_sphere", "projected_random_walk", "reparameterise", "rotate", "sphere_volume",
+           "total_correlation"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -111,3 +113,87 @@ def capacity(step: int, c_max: float, c_steps: int) -> float:
     """Burgess et al. 2018's KL capacity at ``step``: linear from 0 to ``c_max`` over ``c_steps`` steps,
     then constant (disentanglement_lib ``AnnealedVAE``)."""
     return min(c_max, c_max * step / c_steps)
+
+
+# --------------------------------------------------------------------------- hyperspherical latents (Delta-VAE)
+
+
+def sphere_volume(d: int) -> float:
+    """Surface area of the unit d-sphere S^d in R^(d+1): 2 pi^((d+1)/2) / Gamma((d+1)/2) (S^1: 2 pi, S^2: 4 pi)."""
+    return 2.0 * math.pi ** ((d + 1) / 2.0) / math.gamma((d + 1) / 2.0)
+
+
+def project_to_sphere(z: torch.Tensor) -> torch.Tensor:
+    """Pi(z) = z / ||z|| over the last axis (Perez Rey et al. 2020; Tonnaer et al. 2022, section 5)."""
+    return F.normalize(_wide(z), dim=-1, eps=1e-12)
+
+
+def limit_log_t(raw: torch.Tensor, low: float, high: float) -> torch.Tensor:
+    """The authors' smooth clamp of the log diffusion time: (high - low)/2 tanh(raw) + (high + low)/2, in
+    (low, high) (lsbd-vae ``latentspace.py``, ``HyperSphericalLatentSpace.limit_log_t``)."""
+    return 0.5 * (high - low) * torch.tanh(_wide(raw)) + 0.5 * (high + low)
+
+
+def projected_random_walk(loc: torch.Tensor, log_t: torch.Tensor, steps: int,
+                          generator: torch.Generator | None) -> torch.Tensor:
+    """A sample of the Delta-VAE posterior on the sphere: Brownian motion for time t from ``loc`` (unit
+    vectors, (..., D+1)), approximated by ``steps`` Gaussian steps of variance t / steps in the embedding
+    space, each projected back onto the sphere (Perez Rey et al. 2020, the reparameterisation by a random
+    walk; lsbd-vae ``HyperSphericalLatentSpace.sampling``: 10 steps). ``log_t`` (...) broadcasts over the
+    last axis.
+    Differentiable in ``loc`` and ``log_t`` (reparameterisation)."""
+    z = _wide(loc)
+    scale = torch.exp(0.5 * _wide(log_t))[..., None] / math.sqrt(steps)
+    for _ in range(steps):
+        eps = torch.randn(z.shape, generator=generator, device=z.device, dtype=z.dtype)
+        z = project_to_sphere(z + scale * eps)
+    return z
+
+
+def delta_vae_kl(log_t: torch.Tensor, d: int = 1) -> torch.Tensor:
+    """The Delta-VAE's closed-form approximation of KL(q(z|x) || uniform on S^d) for the heat kernel of
+    time t, elementwise (Perez Rey et al. 2020, the small-t approximation; lsbd-vae
+    ``HyperSphericalLatentSpace.kl_loss``):
+
+        KL ~ -(d/2) log t - (d/2) log(2 pi) - d/2 + log vol(S^d) + d (d - 1) t / 4,
+
+    the negative entropy of a d-dimensional Gaussian of variance t plus the log-volume of the sphere, with
+    a scalar-curvature correction (d(d-1); 0 on the circle). On the circle it is exact while the Gaussian
+    has no mass beyond +-pi (every t the clamp allows); for larger t it falls short of the true KL by a
+    few times that mass, is 0 where the Gaussian's entropy reaches the uniform's (t = 2 pi / e) and
+    negative beyond, where the true KL tends to 0."""
+    log_t = _wide(log_t)
+    return (-0.5 * d * log_t - 0.5 * d * _LOG_2PI - 0.5 * d + math.log(sphere_volume(d))
+            + d * (d - 1) * torch.exp(log_t) / 4.0)
+
+
+def rotate(z: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
+    """Rotate 2-vectors z (..., 2) by ``angle`` (...) radians counter-clockwise: rho(g) z for g in SO(2)."""
+    c, s = torch.cos(angle), torch.sin(angle)
+    x, y = z[..., 0], z[..., 1]
+    return torch.stack((c * x - s * y, s * x + c * y), dim=-1)
+
+
+def anchored_mean(z: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    """z_bar = Pi((1/M) sum_m rho(g_m^-1) z_m) for transformation-labelled groups: z (P, M, K, 2) codes on K
+    circles of the M members of P groups, ``angles`` (P, M, K) the rotation g_m taking the anchor to member m
+    (Tonnaer et al. 2022, eq. 11). Returns (P, 1, K, 2)."""
+    anchored = rotate(_wide(z), -_wide(angles))
+    return project_to_sphere(anchored.mean(dim=1, keepdim=True))
+
+
+def equivariance_loss(z: torch.Tensor, angles: torch.Tensor, euclidean: torch.Tensor | None = None) -> torch.Tensor:
+    """L_LSBD (Tonnaer et al. 2022, eq. 11), averaged over P transformation-labelled groups of M members:
+
+        (1/M) sum_m || rho(g_m^-1) z_m - Pi((1/M) sum_m' rho(g_m'^-1) z_m') ||^2
+
+    with z (P, M, K, 2) on a product of K circles (the squared norm is the sum over circles of the chordal
+    distance 2 (1 - cos)); ``euclidean`` (P, M, E), if given, is the R^E part of the latent, on which
+    the group acts trivially and Pi is the identity: it adds || e_m - mean_m' e_m' ||^2."""
+    z, angles = _wide(z), _wide(angles)
+    anchored = rotate(z, -angles)
+    per_member = (anchored - anchored_mean(z, angles)).square().sum(dim=(-1, -2))  # (P, M)
+    if euclidean is not None and euclidean.shape[-1] > 0:
+        e = _wide(euclidean)
+        per_member = per_member + (e - e.mean(dim=1, keepdim=True)).square().sum(-1)
+    return per_member.mean()

@@ -204,12 +204,23 @@ class _CsvLog:
         atomic_write_bytes(path, buf.getvalue().encode())
 
     def write(self, row: dict[str, float]) -> None:
+        """Append a row. Losses that log some values on some steps only (alternating schedules) may bring a
+        column the header lacks: the file is then rewritten with the wider header, earlier rows blank there."""
+        fixed = ("step", "wall_time_s", "steps_per_s")
         new = self.header is None
+        if not new and set(row) - set(self.header):
+            with open(self.path, newline="") as fh:
+                rows = list(csv.DictReader(fh))
+            self.header = list(fixed) + sorted((set(self.header) | set(row)) - set(fixed))
+            buf = io.StringIO()
+            writer = csv.DictWriter(buf, self.header, restval="")
+            writer.writeheader()
+            writer.writerows(rows)
+            atomic_write_bytes(self.path, buf.getvalue().encode())
         if new:
-            self.header = ["step", "wall_time_s", "steps_per_s"] + sorted(k for k in row if k not in
-                                                                          ("step", "wall_time_s", "steps_per_s"))
+            self.header = list(fixed) + sorted(k for k in row if k not in fixed)
         with open(self.path, "a", newline="") as fh:
-            writer = csv.DictWriter(fh, self.header, extrasaction="ignore")
+            writer = csv.DictWriter(fh, self.header, restval="")
             if new:
                 writer.writeheader()
             writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
@@ -235,6 +246,8 @@ def train(config: ModelConfig, dataset: str | Path, run_dir: str | Path, *, spli
     data = TrainingData(path, split, memory_limit=options.memory_limit)
     try:
         check_image_shape(config, data.image_shape)
+        family = get_family(config)
+        draw = family.batches(config, data) if family.batches is not None else None  # checks the data first
         spec = RunSpec(config, data.identity)
         state = _prepare_run_dir(run_dir, spec, resume=resume, force=force)
         if state == "complete":
@@ -243,13 +256,25 @@ def train(config: ModelConfig, dataset: str | Path, run_dir: str | Path, *, spli
                 print(f"{run_dir} is complete ({config.name}, {done['steps']} steps); not retrained")
             return TrainResult(run_dir, spec.hash(), "already complete", done["steps"], done["wall_time_s"],
                                done.get("steps_per_s", math.nan))
-        return _train(config, data, spec, run_dir, device, precision, state == "resume", options)
+        return _train(config, data, spec, run_dir, device, precision, state == "resume", options, draw)
     finally:
         data.close()
 
 
+def _to_device(raw: Any, device: torch.device, channels_last: bool) -> Any:
+    """uint8 images (n, H, W, C) -> float (n, C, H, W) in [0, 1] on ``device``; a dict of arrays (a family's
+    ``batches``) -> the same dict of tensors, its ``"images"`` converted so."""
+    def images(a: Any) -> torch.Tensor:
+        x = torch.from_numpy(a).to(device, non_blocking=True).permute(0, 3, 1, 2).float().div_(255.0)
+        return x if channels_last else x.contiguous()
+
+    if isinstance(raw, dict):
+        return {k: images(v) if k == "images" else torch.from_numpy(v).to(device) for k, v in raw.items()}
+    return images(raw)
+
+
 def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path, device: torch.device,
-           precision: str, resume: bool, options: TrainOptions) -> TrainResult:
+           precision: str, resume: bool, options: TrainOptions, draw: Any = None) -> TrainResult:
     from tqdm import tqdm
 
     family = get_family(config)
@@ -288,14 +313,15 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
                          "device": str(device), "precision": precision})
 
     sums: dict[str, torch.Tensor] = {}
+    counts: dict[str, int] = {}
     count, step = 0, start
     t_start = time.perf_counter()
     t_interval, step_interval = t_start, start
     last_ckpt = t_start
 
     def flush_log(step: int) -> dict[str, float]:
-        nonlocal sums, count, t_interval, step_interval
-        values = {k: float(v) / count for k, v in sums.items()}
+        nonlocal sums, counts, count, t_interval, step_interval
+        values = {k: float(v) / counts[k] for k, v in sums.items()}
         bad = [k for k, v in values.items() if not math.isfinite(v)]
         if bad:
             raise FactorbenchError(f"{config.name}: {', '.join(bad)} became {values[bad[0]]} by step {step}; the last "
@@ -303,17 +329,17 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
         now = time.perf_counter()
         rate = (step - step_interval) / max(now - t_interval, 1e-9)
         log.write({"step": step, "wall_time_s": wall_before + now - t_start, "steps_per_s": rate, **values})
-        sums, count, t_interval, step_interval = {}, 0, now, step
+        sums, counts, count, t_interval, step_interval = {}, {}, 0, now, step
         return {**values, "steps_per_s": rate}
 
     bar = tqdm(total=config.steps, initial=start, desc=f"{config.name}", unit="step", disable=not options.progress,
                dynamic_ncols=True)
     with _stop_signals() as stop:
         try:
-            for x_u8 in data.batches(start, stop_at, config.batch_size, config.seed):
-                x = torch.from_numpy(x_u8).to(device, non_blocking=True).permute(0, 3, 1, 2).float().div_(255.0)
-                if memory_format is None:
-                    x = x.contiguous()
+            raw_batches = (data.batches(start, stop_at, config.batch_size, config.seed) if draw is None
+                           else data.stream(draw, start, stop_at))
+            for raw in raw_batches:
+                x = _to_device(raw, device, memory_format is not None)
                 with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
                     out = model(x, generator)
                 loss = family.loss(out, x, config, step, len(data))
@@ -322,11 +348,13 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
                 names = list(loss.groups)
                 for i, name in enumerate(names):
                     scaler.scale(loss.groups[name]).backward(inputs=groups[name][0], retain_graph=i < len(names) - 1)
-                for opt in optimizers.values():
-                    scaler.step(opt)
+                for name, opt in optimizers.items():
+                    if name in loss.groups:
+                        scaler.step(opt)
                 scaler.update()
                 for k, v in loss.logs.items():
                     sums[k] = sums[k] + v.detach() if k in sums else v.detach().float().clone()
+                    counts[k] = counts.get(k, 0) + 1
                 count += 1
                 step += 1
                 bar.update(1)
