@@ -1,4 +1,5 @@
-"""Pure loss terms (tensors in, tensors out; no state). Computed in float32 whatever the autocast.
+"""Pure loss terms (tensors in, tensors out; no state). Computed in float32 whatever the autocast (float64
+inputs stay float64).
 
 Reduction convention (as disentanglement_lib): a per-image term is **summed over pixels and channels
 (reconstruction) or latent dimensions (KL), then averaged over the batch**. beta, gamma and lambda
