@@ -62,19 +62,22 @@ def split_identity(ds: Any, split: str, n: int) -> dict[str, Any]:
     return identity
 
 
+def _split_view(ds: Any, split: str) -> Any:
+    """The rows of ``split`` (or ``"all"``) of an open dataset, as the reader's :class:`Subset`."""
+    if split == "all":
+        return ds.subset(slice(None))
+    if split not in ds.split_names:
+        raise FactorbenchError(f"{ds.path} has no split {split!r}; its splits are "
+                               f"{', '.join(ds.split_names) or '(none)'} (or use 'all')")
+    return ds.split(split)
+
+
 def data_identity(path: str | os.PathLike, split: str) -> dict[str, Any]:
     """:func:`split_identity` of a dataset file without reading its images (the run hash before training)."""
     from factorbench.benchmark.dataset import load
 
     with load(path) as ds:
-        if split == "all":
-            n = len(ds)
-        elif split in ds.split_names:
-            n = len(ds.split_indices(split))
-        else:
-            raise FactorbenchError(f"{path} has no split {split!r}; its splits are "
-                                   f"{', '.join(ds.split_names) or '(none)'} (or use 'all')")
-        return split_identity(ds, split, n)
+        return split_identity(ds, split, len(_split_view(ds, split)))
 
 
 class EpochOrder:
@@ -118,13 +121,8 @@ class TrainingData:
         self.path = Path(path)
         self._ds = load(self.path)
         ds = self._ds
-        if split == "all":
-            self.rows = np.arange(len(ds))
-        elif split in ds.split_names:
-            self.rows = np.sort(ds.split_indices(split)).astype(np.int64)
-        else:
-            raise FactorbenchError(f"{self.path} has no split {split!r}; its splits are "
-                                   f"{', '.join(ds.split_names) or '(none)'} (or use 'all')")
+        self._view = _split_view(ds, split)
+        self.rows = self._view.indices
         if len(self.rows) == 0:
             raise FactorbenchError(f"split {split!r} of {self.path} is empty")
         self.split = split
@@ -132,7 +130,7 @@ class TrainingData:
         self.image_shape: tuple[int, int, int] = tuple(int(s) for s in ds.spec.image_shape)  # type: ignore[assignment]
         nbytes = len(self.rows) * int(np.prod(self.image_shape))
         self.in_memory = nbytes <= memory_limit
-        self._images = ds.images[self.rows] if self.in_memory else None
+        self._images = self._view.images[:] if self.in_memory else None
         self.identity = split_identity(ds, split, len(self.rows))
 
     def __len__(self) -> int:
@@ -153,13 +151,12 @@ class TrainingData:
     @property
     def factors(self) -> np.ndarray:
         """(n, K) float64 factor values of the split's rows, in split order."""
-        return self._ds.factors[self.rows]
+        return self._view.factors
 
     @property
     def factor_classes(self) -> np.ndarray | None:
         """(n, K) int64 grid classes of the split's rows, or None for a dataset without a grid."""
-        classes = self._ds.factor_classes
-        return None if classes is None else classes[self.rows]
+        return self._view.factor_classes
 
     def batch_positions(self, step: int, batch_size: int, seed: int) -> np.ndarray:
         """Indices into the split of the batch of ``step`` (see the module docstring)."""
@@ -172,10 +169,7 @@ class TrainingData:
         idx = np.asarray(positions, dtype=np.int64)
         if self._images is not None:
             return self._images[idx]
-        order = np.argsort(idx, kind="stable")
-        images = np.empty((len(idx), *self.image_shape), dtype=np.uint8)
-        images[order] = self._ds.images[self.rows[idx[order]]]
-        return images
+        return self._view.images[idx]  # the reader gathers any order chunk by chunk
 
     def batch(self, step: int, batch_size: int, seed: int) -> np.ndarray:
         """uint8 images (B, H, W, C) of the batch of ``step``."""
