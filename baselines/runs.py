@@ -85,21 +85,24 @@ class RunEncoder:
 
         self.run_dir = Path(run_dir)
         info = read_run(self.run_dir)
-        if info["done"] is None:
+        finished = info["done"] is not None
+        if not finished and step is None:
             raise FactorbenchError(f"{self.run_dir} is not finished (no {DONE}); resume it with `factorbench train "
-                                   f"... --out {self.run_dir} --resume` first")
+                                   f"... --out {self.run_dir} --resume` first, or evaluate one of its snapshots "
+                                   f"(run:{self.run_dir}@STEP)")
         self.config = config_from_dict(info["config"])
         if self.config.hash() != info["config_hash"]:
             raise FactorbenchError(f"{self.run_dir}/{RUN_JSON}: the config does not match its hash; the file was edited")
+        final = finished and (step is None or step == self.config.steps)
         self.image_shape = tuple(info["data"]["image_shape"])
         self.device = torch.device(device)
         self.model = get_family(self.config).build(self.config, self.image_shape)
-        final = step is None or step == self.config.steps
         weights = self.run_dir / WEIGHTS if final else snapshot_path(self.run_dir, step)
         if not weights.is_file():
             kept = sorted(int(p.stem.split("-")[1]) for p in (self.run_dir / SNAPSHOTS).glob("step-*.safetensors"))
             raise FactorbenchError(f"{self.run_dir} has no weights at step {step}; it kept steps "
-                                   f"{kept + [self.config.steps]}")
+                                   f"{kept + [self.config.steps] if finished else kept}"
+                                   + ("" if finished else " so far (it is not finished)"))
         load_weights(weights, self.model)
         self.model.to(self.device).eval()
         self.step = self.config.steps if final else int(step)  # type: ignore[arg-type]
@@ -109,8 +112,10 @@ class RunEncoder:
             "run_hash": info["run_hash"], "model": self.config.name, "config": info["config"],
             "config_hash": info["config_hash"], "training_data": info["data"],
             "budget": {"steps": self.step, "batch_size": self.config.batch_size, "planned_steps": self.config.steps},
-            "trained": {k: info["done"].get(k) for k in ("wall_time_s", "device", "precision", "torch_version",
-                                                         "package_version")},
+            # a snapshot of a run still training (a learning curve) has no DONE record yet: "finished" says so
+            "trained": {"finished": finished,
+                        **{k: (info["done"] or {}).get(k) for k in ("wall_time_s", "device", "precision",
+                                                                    "torch_version", "package_version")}},
         }
 
     def __call__(self, images: np.ndarray) -> tuple[np.ndarray, np.ndarray] | np.ndarray:
@@ -129,8 +134,9 @@ class RunEncoder:
 
 
 def load_run(run_dir: str | os.PathLike, device: str = "cpu", step: int | None = None) -> RunEncoder:
-    """The encoder of a finished run: ``evaluate(protocol, load_run(dir))``; ``step``: a kept snapshot.
-    The string form ``RUN_DIR@STEP`` (as in ``--encoder run:RUN_DIR@STEP``) names a snapshot too."""
+    """The encoder of a finished run: ``evaluate(protocol, load_run(dir))``; ``step``: a kept snapshot (also of
+    a run still training: learning curves). The string form ``RUN_DIR@STEP`` (as in
+    ``--encoder run:RUN_DIR@STEP``) names a snapshot too."""
     text = str(run_dir)
     if step is None and "@" in text and text.rsplit("@", 1)[1].isdigit():
         text, at = text.rsplit("@", 1)

@@ -212,11 +212,27 @@ def test_run_encoder_codes_and_provenance(generated, tmp_path, monkeypatch):
     assert json.loads(result.to_json())["training"]["config"]["params"]["latent_dim"] == 3
 
 
-def test_unfinished_run_is_not_an_encoder(generated, tmp_path):
-    train(_tiny(steps=20), generated("square"), tmp_path / "run",
-          options=QUIET.__class__(**{**QUIET.__dict__, "stop_after": 5}))
+def test_unfinished_run_is_not_an_encoder_but_its_snapshots_are(generated, tmp_path):
+    """A run still training serves its kept snapshots (learning curves), marked unfinished, not its final step."""
+    run = tmp_path / "run"
+    train(_tiny(steps=20), generated("square"), run,
+          options=QUIET.__class__(**{**QUIET.__dict__, "stop_after": 12, "snapshot_every": 5}))
     with pytest.raises(FactorbenchError, match="not finished"):
-        load_run(tmp_path / "run")
+        load_run(run)
+    with pytest.raises(FactorbenchError, match=r"kept steps \[5, 10\] so far"):
+        load_run(run, step=20)
+    snapshot = load_run(f"{run}@10")
+    assert snapshot.step == 10 and snapshot.provenance["budget"]["steps"] == 10
+    assert snapshot.provenance["trained"]["finished"] is False and snapshot.provenance["trained"]["device"] is None
+    data = TrainingData(generated("square"), "all")
+    images = data.batch(0, 4, 0)
+    data.close()
+    model = type(snapshot.model)(snapshot.config, (64, 64, 3))
+    load_weights(run / "snapshots" / "step-0000010.safetensors", model)
+    model.eval()
+    with torch.no_grad():
+        expected = model.encode(torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255)
+    assert np.allclose(snapshot(images)[0], expected[0].numpy())
     with pytest.raises(FactorbenchError, match="not a training run"):
         load_run(tmp_path)
 
