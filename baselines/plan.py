@@ -29,6 +29,7 @@ Checking a plan builds each entry's model config, so it needs the model families
 from __future__ import annotations
 
 import dataclasses
+import functools
 import fnmatch
 import os
 import re
@@ -373,14 +374,20 @@ def _plain(value: Any) -> Any:
 
 
 def _raw_plan(name: str) -> dict[str, Any] | None:
-    """The shipped plan ``name`` as its TOML table (no model code needed), or None if none is shipped."""
+    """The shipped plan ``name`` as its TOML table (no model code needed), or None if none is shipped.
+    Parsed once per content (a table checks every run against it); callers must not modify it."""
     path = PLANS_DIR / f"{name}.toml"
     if not name or os.sep in name or not path.is_file():
         return None
     try:
-        return tomllib.loads(path.read_text())
+        return _parse_toml(path.read_text())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise FactorbenchError(f"cannot read the shipped plan {path} ({exc})") from None
+
+
+@functools.lru_cache(maxsize=16)
+def _parse_toml(text: str) -> dict[str, Any]:
+    return tomllib.loads(text)
 
 
 def _models_available() -> bool:

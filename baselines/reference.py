@@ -1,9 +1,11 @@
 """Reference rows of the score tables: the ``ideal``, ``random`` and ``pca`` encoders under every protocol
 that runs without outside data, written to ``benchmark/reference/<protocol>/<encoder>.json``.
 
-    python -m factorbench.baselines.reference [--protocol NAME ...] [--encoder ideal random pca] [--force]
+    python -m factorbench.baselines.reference [--protocol NAME ...] [--encoder ideal random pca] [--seeds 0 1 2] [--force]
 
-Each run prints its wall time (dataset preparation, encoding, metrics); datasets come from the cache
+``--seeds`` (the seeded encoders, ``random`` and ``pca``: the projection, or PCA's fitting subsample and
+randomised SVD) writes one file with a run per seed (``{"model": ..., "runs": [...]}``), shown as mean +- std;
+the teapot's PCA row, an entry of the reference plan, has three. Each run prints its wall time (dataset preparation, encoding, metrics); datasets come from the cache
 (``$FACTORBENCH_DATA``) and are generated there on first use. Results hold no local path (the dataset's
 spec hash and the hashes of its data identify it).
 """
@@ -12,6 +14,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
+import sys
 import time
 from pathlib import Path
 
@@ -19,6 +24,7 @@ from factorbench.benchmark.encoders import REFERENCE_ENCODERS
 from factorbench.benchmark.evaluation import evaluate
 from factorbench.benchmark.protocols import PROTOCOLS
 from factorbench.benchmark.results import REFERENCE_DIR
+from factorbench.generators.errors import FactorbenchError
 
 
 def embedded_protocols() -> list[str]:
@@ -26,18 +32,43 @@ def embedded_protocols() -> list[str]:
     return [name for name, p in sorted(PROTOCOLS.items()) if not p.needs_source]
 
 
-def run(protocol: str, encoder: str, out_dir: Path, force: bool = False) -> Path:
+#: the reference encoders whose result depends on a seed
+SEEDED = ("random", "pca")
+
+
+def run(protocol: str, encoder: str, out_dir: Path, force: bool = False, seeds: tuple[int, ...] = (0,)) -> Path:
+    """Evaluate ``encoder`` under ``protocol`` (once per seed) and write ``out_dir/<protocol>/<encoder>.json``:
+    one result, or ``{"model": encoder, "runs": [one result per seed]}`` for several seeds."""
     out = out_dir / protocol / f"{encoder}.json"
+    if len(seeds) > 1 and encoder not in SEEDED:
+        raise FactorbenchError(f"{encoder} has no seed (only {', '.join(SEEDED)} do); run it without --seeds")
+    if len(set(seeds)) != len(seeds):
+        raise FactorbenchError(f"--seeds {' '.join(map(str, seeds))} repeats a seed")
     if out.exists() and not force:
         print(f"{out} exists (pass --force to re-run)")
         return out
-    start = time.perf_counter()
-    result = evaluate(protocol, encoder, progress=False)
-    wall = time.perf_counter() - start
-    result = dataclasses.replace(result, model=encoder, timings={**result.timings, "wall": wall})
-    result.save(out, force=True)
-    print(f"{protocol:<22} {encoder:<7} {wall:7.1f} s (prepare {result.timings['prepare_dataset']:.1f} s, "
-          f"encode {result.timings['encode']:.1f} s)  -> {out}", flush=True)
+    results = []
+    for seed in seeds:
+        start = time.perf_counter()
+        spec = REFERENCE_ENCODERS[encoder](seed=seed) if encoder in SEEDED else encoder
+        result = evaluate(protocol, spec, progress=False)
+        wall = time.perf_counter() - start
+        results.append(dataclasses.replace(result, model=encoder, timings={**result.timings, "wall": wall}))
+        print(f"{protocol:<22} {encoder:<7} seed {seed} {wall:7.1f} s (prepare {result.timings['prepare_dataset']:.1f} s, "
+              f"encode {result.timings['encode']:.1f} s)", flush=True)
+    if len(results) == 1:
+        results[0].save(out, force=True)
+    else:
+        document = {"model": encoder, "runs": [json.loads(r.to_json()) for r in results]}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".tmp")
+        try:
+            tmp.write_text(json.dumps(document, sort_keys=True, allow_nan=False))
+            os.replace(tmp, out)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    print(f"  -> {out}", flush=True)
     return out
 
 
@@ -46,11 +77,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--protocol", nargs="+", default=None, help="default: every embedded protocol")
     parser.add_argument("--encoder", nargs="+", default=list(REFERENCE_ENCODERS), choices=list(REFERENCE_ENCODERS))
     parser.add_argument("--out", type=Path, default=REFERENCE_DIR, help="default: the package's reference folder")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0],
+                        help=f"one run per seed, in one file ({', '.join(SEEDED)} only; default 0)")
     parser.add_argument("--force", action="store_true", help="re-run existing results")
     args = parser.parse_args(argv)
-    for protocol in args.protocol or embedded_protocols():
-        for encoder in args.encoder:
-            run(protocol, encoder, args.out, args.force)
+    try:
+        for protocol in args.protocol or embedded_protocols():
+            if protocol not in PROTOCOLS:
+                raise FactorbenchError(f"unknown protocol {protocol!r}; see `factorbench protocols`")
+            for encoder in args.encoder:
+                run(protocol, encoder, args.out, args.force, tuple(args.seeds))
+    except FactorbenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -87,7 +87,8 @@ class PCAEncoder:
 
     def __init__(self, dim: int = 10, max_fit: int = 10_000, seed: int = 0) -> None:
         self.dim, self.max_fit, self.seed = dim, max_fit, seed
-        self.description = f"pca: {dim} principal components of the pixels, fitted on <= {max_fit} training images"
+        self.description = (f"pca: {dim} principal components of the pixels, fitted on <= {max_fit} training images "
+                            f"(seed {seed})")
         self._mean: np.ndarray | None = None
         self._components: np.ndarray | None = None
 
