@@ -142,11 +142,8 @@ class AdaVAEConfig(ModelConfig):
 
     def _check(self) -> None:
         super()._check()
-        if not self.beta >= 0:
-            raise FactorbenchError(f"{self.name}: beta must be >= 0, got {self.beta}")
-        if self.k < 1:
-            raise FactorbenchError(f"{self.name}: k (the number of factors that change within a pair) must be >= 1, "
-                                   f"got {self.k}")
+        self._require(">= 0", "beta")
+        self._require(">= 1", "k", meaning="the number of factors that change within a pair")
 
 
 @dataclass(frozen=True)

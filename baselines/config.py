@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -34,6 +35,11 @@ RECONSTRUCTIONS = ("bernoulli", "gaussian")
 
 #: model name -> config class, filled when a config class with a ``name`` is defined
 MODELS: dict[str, type["ModelConfig"]] = {}
+
+
+#: the range rules of ``ModelConfig._require``
+_RULES: dict[str, Callable[[float], bool]] = {
+    ">= 0": lambda v: v >= 0, ">= 1": lambda v: v >= 1, "positive": lambda v: v > 0}
 
 
 @dataclass(frozen=True)
@@ -96,11 +102,7 @@ class ModelConfig:
         if self.reconstruction not in RECONSTRUCTIONS:
             raise FactorbenchError(f"{self.name}: unknown reconstruction {self.reconstruction!r}; choose one of "
                                    f"{', '.join(RECONSTRUCTIONS)}")
-        positive = {"latent_dim": self.latent_dim, "hidden": self.hidden, "batch_size": self.batch_size,
-                    "steps": self.steps, "lr": self.lr, "recon_sigma": self.recon_sigma, "adam_eps": self.adam_eps}
-        for key, value in positive.items():
-            if not value > 0:
-                raise FactorbenchError(f"{self.name}: {key} must be positive, got {value}")
+        self._require("positive", "latent_dim", "hidden", "batch_size", "steps", "lr", "recon_sigma", "adam_eps")
         if len(self.channels) != 4 or min(self.channels) < 1:
             raise FactorbenchError(f"{self.name}: channels must be four positive widths, got {self.channels}")
         for key in ("adam_beta1", "adam_beta2"):
@@ -108,6 +110,16 @@ class ModelConfig:
                 raise FactorbenchError(f"{self.name}: {key} must be in [0, 1), got {getattr(self, key)}")
         if self.seed < 0:
             raise FactorbenchError(f"{self.name}: seed must be >= 0, got {self.seed}")
+
+    def _require(self, rule: str, *keys: str, meaning: str = "") -> None:
+        """Each named setting must satisfy ``rule`` (``">= 0"``, ``">= 1"`` or ``"positive"``) and be finite,
+        else a clear error naming it (``meaning`` says what the setting is, in the message)."""
+        test = _RULES[rule]
+        for key in keys:
+            value = getattr(self, key)
+            if not (test(value) and math.isfinite(value)):
+                raise FactorbenchError(f"{self.name}: {key} must be {rule}" + (f" ({meaning})" if meaning else "")
+                                       + f", got {value}")
 
     def to_dict(self) -> dict[str, Any]:
         """``{"model", "version", "params"}``: the canonical form (tuples as lists)."""

@@ -27,8 +27,7 @@ __all__ = ["DIPVAEIConfig", "DIPVAEIIConfig", "dip_vae_i_loss", "dip_vae_ii_loss
 class _DIPCheck:
     def _check(self) -> None:
         super()._check()  # type: ignore[misc]
-        if not (self.lambda_od >= 0 and self.lambda_d >= 0):  # type: ignore[attr-defined]
-            raise FactorbenchError(f"{self.name}: lambda_od and lambda_d must be >= 0")  # type: ignore[attr-defined]
+        self._require(">= 0", "lambda_od", "lambda_d")  # type: ignore[attr-defined]
         if self.batch_size < 2:  # type: ignore[attr-defined]
             raise FactorbenchError(f"{self.name}: the covariance needs batch_size >= 2")  # type: ignore[attr-defined]
 

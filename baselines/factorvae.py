@@ -41,8 +41,8 @@ class FactorVAEConfig(ModelConfig):
 
     def _check(self) -> None:
         super()._check()
-        if not (self.gamma >= 0 and self.disc_width > 0 and self.disc_layers > 0 and self.disc_lr > 0):
-            raise FactorbenchError("factor-vae: need gamma >= 0 and positive disc_width, disc_layers, disc_lr")
+        self._require(">= 0", "gamma")
+        self._require("positive", "disc_width", "disc_layers", "disc_lr")
         if self.batch_size < 2:
             raise FactorbenchError("factor-vae: the permutation needs batch_size >= 2")
 

@@ -28,7 +28,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -86,15 +86,8 @@ class InfoGANConfig(ModelConfig):
             raise FactorbenchError(f"infogan: architecture {self.architecture!r} has batch norm in its encoder, which "
                                    "a gradient-penalty critic must not have (Gulrajani et al. 2017, section 4); choose "
                                    f"one of {', '.join(CRITIC_ARCHITECTURES)}")
-        if self.noise_dim < 0:
-            raise FactorbenchError(f"infogan: noise_dim must be >= 0, got {self.noise_dim}")
-        if self.n_critic < 1:
-            raise FactorbenchError(f"infogan: n_critic (critic steps per generator step) must be >= 1, got "
-                                   f"{self.n_critic}")
-        for key in ("info_weight", "gp_weight"):
-            value = getattr(self, key)
-            if not (value >= 0 and math.isfinite(value)):
-                raise FactorbenchError(f"infogan: {key} must be a finite number >= 0, got {value}")
+        self._require(">= 0", "noise_dim", "info_weight", "gp_weight")
+        self._require(">= 1", "n_critic", meaning="critic steps per generator step")
 
 
 # --------------------------------------------------------------------------- loss terms

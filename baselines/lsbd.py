@@ -98,21 +98,15 @@ class LSBDVAEConfig(ModelConfig):
 
     def _check(self) -> None:
         super()._check()
-        if self.circles < 1:
-            raise FactorbenchError(f"lsbd-vae: circles must be >= 1, got {self.circles}")
+        self._require(">= 1", "circles", "walk_steps")
+        self._require(">= 0", "labelled_pairs", meaning="0: unsupervised")
+        self._require(">= 0", "gamma")
         if self.euclidean_dims < 0:
             raise FactorbenchError(f"lsbd-vae: latent_dim {self.latent_dim} cannot hold {self.circles} circles "
                                    f"(2 dimensions each); give latent_dim >= {2 * self.circles}")
-        if self.labelled_pairs < 0:
-            raise FactorbenchError(f"lsbd-vae: labelled_pairs must be >= 0 (0: unsupervised), got "
-                                   f"{self.labelled_pairs}")
-        if not self.gamma >= 0:
-            raise FactorbenchError(f"lsbd-vae: gamma must be >= 0, got {self.gamma}")
         if not self.log_t_min < self.log_t_max:
             raise FactorbenchError(f"lsbd-vae: need log_t_min < log_t_max, got {self.log_t_min} and "
                                    f"{self.log_t_max}")
-        if self.walk_steps < 1:
-            raise FactorbenchError(f"lsbd-vae: walk_steps must be >= 1, got {self.walk_steps}")
         if self.labelled_pairs and self.batch_size < 2:
             raise FactorbenchError("lsbd-vae: a labelled batch holds batch_size / 2 pairs; give batch_size >= 2")
 

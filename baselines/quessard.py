@@ -85,16 +85,10 @@ class QuessardConfig(ModelConfig):
         if self.latent_dim < 2:
             raise FactorbenchError(f"quessard: a rotation needs at least 2 latent dimensions, got latent_dim "
                                    f"{self.latent_dim}")
-        if self.cyclic_factors < 1:
-            raise FactorbenchError(f"quessard: cyclic_factors must be >= 1 (the actions step the cyclic factors), got "
-                                   f"{self.cyclic_factors}")
-        if not self.lam >= 0:
-            raise FactorbenchError(f"quessard: lam must be >= 0, got {self.lam}")
-        if self.trajectories < 1 or self.trajectory_length < 1:
-            raise FactorbenchError(f"quessard: need trajectories >= 1 and trajectory_length >= 1, got "
-                                   f"{self.trajectories} and {self.trajectory_length}")
-        if not self.angle_lr > 0:
-            raise FactorbenchError(f"quessard: angle_lr must be positive, got {self.angle_lr}")
+        self._require(">= 1", "cyclic_factors", meaning="the cyclic factors the actions step")
+        self._require(">= 0", "lam")
+        self._require(">= 1", "trajectories", "trajectory_length")
+        self._require("positive", "angle_lr")
 
 
 # --------------------------------------------------------------------------- rotations and regulariser

@@ -31,8 +31,7 @@ class BetaTCVAEConfig(ModelConfig):
 
     def _check(self) -> None:
         super()._check()
-        if not self.beta >= 0:
-            raise FactorbenchError(f"beta-tcvae: beta must be >= 0, got {self.beta}")
+        self._require(">= 0", "beta")
         if self.batch_size < 2:
             raise FactorbenchError("beta-tcvae: the total-correlation estimate needs batch_size >= 2")
 

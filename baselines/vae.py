@@ -16,7 +16,6 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from factorbench.generators.errors import FactorbenchError
 
 from .config import Family, ModelConfig, register_family
 from .nets import build_decoder, build_encoder
@@ -103,8 +102,7 @@ class BetaVAEConfig(ModelConfig):
 
     def _check(self) -> None:
         super()._check()
-        if not self.beta >= 0:
-            raise FactorbenchError(f"beta-vae: beta must be >= 0, got {self.beta}")
+        self._require(">= 0", "beta")
 
 
 def beta_vae_loss(out: dict[str, torch.Tensor], x: torch.Tensor, config: BetaVAEConfig, step: int,
@@ -127,9 +125,8 @@ class AnnealedVAEConfig(ModelConfig):
 
     def _check(self) -> None:
         super()._check()
-        if not (self.gamma >= 0 and self.c_max >= 0 and self.c_steps > 0):
-            raise FactorbenchError(f"annealed-vae: need gamma >= 0, c_max >= 0 and c_steps > 0, got gamma "
-                                   f"{self.gamma}, c_max {self.c_max}, c_steps {self.c_steps}")
+        self._require(">= 0", "gamma", "c_max")
+        self._require("positive", "c_steps")
 
 
 def annealed_vae_loss(out: dict[str, torch.Tensor], x: torch.Tensor, config: AnnealedVAEConfig, step: int,

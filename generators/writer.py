@@ -22,7 +22,7 @@ import numpy as np
 from tqdm import tqdm
 
 from . import fileformat as ff
-from .base import Generator, generator_for_spec, get
+from .base import Generator, get
 from .errors import FactorbenchError
 from .outputs import check_disk_space, check_output_file
 from .spec import DatasetSpec, canonical_json

@@ -261,7 +261,7 @@ def test_resume_is_bit_identical_and_the_run_encodes_a_gaussian(generated, tmp_p
 
 
 @pytest.mark.parametrize("params,message", [
-    ({"k": "0"}, "k \\(the number of factors that change within a pair\\) must be >= 1"),
+    ({"k": "0"}, "k must be >= 1 \\(the number of factors that change within a pair\\), got 0"),
     ({"k": "-2"}, "must be >= 1"),
     ({"beta": "-1"}, "beta must be >= 0"),
 ])

@@ -207,8 +207,8 @@ def test_loss_is_written_out_in_full():
 @pytest.mark.parametrize("params,message", [
     ({"latent_dim": "1"}, "at least 2 latent dimensions"),
     ({"lam": "-0.1"}, "lam must be >= 0"),
-    ({"trajectories": "0"}, "trajectories >= 1"),
-    ({"trajectory_length": "0"}, "trajectory_length >= 1"),
+    ({"trajectories": "0"}, "trajectories must be >= 1"),
+    ({"trajectory_length": "0"}, "trajectory_length must be >= 1"),
     ({"cyclic_factors": "0"}, "cyclic_factors must be >= 1"),
     ({"angle_lr": "0"}, "angle_lr must be positive"),
 ])

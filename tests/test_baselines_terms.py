@@ -210,6 +210,12 @@ def test_config_round_trip_and_hash():
     ("vae", {"architecture": "resnet"}, "unknown architecture"),
     ("vae", {"channels": "32,32"}, "four positive widths"),
     ("beta-vae", {"beta": "-1"}, "beta must be >= 0"),
+    ("beta-vae", {"beta": "nan"}, "beta must be >= 0, got nan"),
+    ("vae", {"lr": "inf"}, "lr must be positive, got inf"),
+    ("annealed-vae", {"c_steps": "0"}, "c_steps must be positive"),
+    ("factor-vae", {"disc_layers": "0"}, "disc_layers must be positive"),
+    ("dip-vae-i", {"lambda_d": "-1"}, "lambda_d must be >= 0"),
+    ("beta-tcvae", {"beta": "-inf"}, "beta must be >= 0"),
 ])
 def test_bad_configs_are_refused_clearly(model, params, message):
     with pytest.raises(FactorbenchError, match=message):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib
 import io
 import math
-import shutil
 import zipfile
 
 import numpy as np

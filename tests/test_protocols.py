@@ -179,7 +179,6 @@ def test_metric_warnings_reach_the_result_file_and_the_summary(small_results, da
 
 
 def test_codes_given_by_the_user_must_match_the_file(small_results, data_dir):
-    ideal = small_results["ideal"]
     with pytest.raises(FactorbenchError, match="rows"):
         evaluate(SMALL, codes=np.zeros((10, 4)), progress=False)
     with pytest.raises(FactorbenchError, match="either an encoder or codes"):

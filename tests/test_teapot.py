@@ -7,7 +7,6 @@ import pytest
 
 from factorbench.benchmark import load
 from factorbench.generators import get, write_dataset
-from factorbench.generators.render.scene import linear_to_srgb
 
 
 @pytest.fixture(scope="module")
