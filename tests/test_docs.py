@@ -50,3 +50,16 @@ def test_readme_first_command_works_when_repeated(tmp_path, monkeypatch, capsys)
         for argv in commands:
             assert main([*argv, "--quiet"] if argv[0] != "verify" else argv) == 0, (argv, capsys.readouterr().err)
     assert (tmp_path / "square-lsbd-v1.pca.json").is_file() and any((tmp_path / "plots").glob("*.png"))
+
+
+def test_readme_cites_the_current_hashes():
+    """The citation example in the README names the hashes of today's protocol and reference plan."""
+    from factorbench.baselines.plan import load_plan
+    from factorbench.benchmark.protocols import PROTOCOLS
+
+    text = (ROOT / "README.md").read_text()
+    cited = re.search(r"`square-lsbd-v1` \(protocol\s+`(\w+)`\).*?plan `reference-v1` \(`(\w+)`\)", text, re.S)
+    assert cited, "the README's 'Citing a number' example is missing"
+    assert PROTOCOLS["square-lsbd-v1"].hash().startswith(cited.group(1))
+    assert load_plan("reference-v1").hash().startswith(cited.group(2)), \
+        f"the README cites plan hash {cited.group(2)}; the plan's is {load_plan('reference-v1').hash()[:12]}"
