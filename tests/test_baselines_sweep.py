@@ -152,9 +152,13 @@ def test_reference_plan(tmp_path):
     plan = load_plan("reference-v1")
     jobs = expand(plan)
     # the VAE family on the three torus sets and objects, LSBD-VAE (L = 1024 and 0 on the torus sets, 256 on
-    # objects), Ada-GVAE, Ada-ML-VAE and Quessard et al.'s model on all four; three seeds each
-    assert plan.name == "reference-v1" and len(jobs) == (7 * 3 + 7 + 3 + 3 + 1 + 2 * 3 + 2 + 3 + 1) * 3
-    assert {e.steps for e in plan.entries} == {10000}  # the measured budget (BASELINES.md, "Budget")
+    # objects), Ada-GVAE, Ada-ML-VAE and Quessard et al.'s model on all four; VAE, beta-VAE and InfoGAN on the
+    # teapot; three seeds each
+    assert plan.name == "reference-v1" and len(jobs) == (7 * 3 + 7 + 3 + 3 + 1 + 2 * 3 + 2 + 3 + 1 + 3) * 3
+    # the measured budgets (BASELINES.md, "Budget")
+    assert {e.steps for e in plan.entries if "teapot" not in e.datasets} == {10000}
+    assert {e.model: e.steps for e in plan.entries if "teapot" in e.datasets} == \
+        {"vae": 20000, "beta-vae": 20000, "infogan": 30000}
     assert [j.id for j in select(jobs, "vae/square/*")] == [f"vae/square/seed{k}" for k in range(3)]
     by_id = {j.id: j.config for j in jobs}
     assert by_id["beta-vae/square/seed0"].beta == 5.0 and by_id["vae/objects/seed2"].latent_dim == 7
@@ -166,6 +170,13 @@ def test_reference_plan(tmp_path):
     assert by_id["dip-vae-i/arrow/seed0"].lambda_d == 10.0 and by_id["dip-vae-ii/arrow/seed0"].lambda_d == 1.0
     assert by_id["annealed-vae/airplane/seed1"].c_steps == 3500 and by_id["factor-vae/square/seed0"].gamma == 1.0
     assert jobs[0].protocols == ("square-lsbd-v1", "square-dependent-v1")
+    # Eastwood & Williams' teapot recipe: the sum of squares on [-1, 1], Adam betas (0, 0.9), 10 codes
+    teapot = by_id["beta-vae/teapot/seed1"]
+    assert (teapot.reconstruction, teapot.recon_sigma ** -2, teapot.adam_beta1, teapot.adam_beta2, teapot.beta,
+            teapot.latent_dim) == ("gaussian", pytest.approx(8.0), 0.0, 0.9, 6.0, 10)
+    assert by_id["vae/teapot/seed0"].recon_sigma == teapot.recon_sigma and by_id["infogan/teapot/seed2"].info_weight == 6
+    assert by_id["infogan/teapot/seed0"].latent_dim == 10
+    assert [j for j in jobs if j.id == "vae/teapot/seed0"][0].protocols == ("teapot-dci-v1", "teapot-dependent-v1")
 
 
 @pytest.mark.parametrize("old, new, message", [
