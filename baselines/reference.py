@@ -5,7 +5,9 @@ that runs without outside data, written to ``benchmark/reference/<protocol>/<enc
 
 ``--seeds`` (the seeded encoders, ``random`` and ``pca``: the projection, or PCA's fitting subsample and
 randomised SVD) writes one file with a run per seed (``{"model": ..., "runs": [...]}``), shown as mean +- std;
-the teapot's PCA row, an entry of the reference plan, has three. Each run prints its wall time (dataset preparation, encoding, metrics); datasets come from the cache
+the teapot's PCA row, an entry of the reference plan, has three.
+
+Each run prints its wall time (dataset preparation, encoding, metrics); datasets come from the cache
 (``$FACTORBENCH_DATA``) and are generated there on first use. Results hold no local path (the dataset's
 spec hash and the hashes of its data identify it).
 """
@@ -14,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -23,7 +23,7 @@ from pathlib import Path
 from factorbench.benchmark.encoders import REFERENCE_ENCODERS
 from factorbench.benchmark.evaluation import evaluate
 from factorbench.benchmark.protocols import PROTOCOLS
-from factorbench.benchmark.results import REFERENCE_DIR
+from factorbench.benchmark.results import REFERENCE_DIR, save_runs
 from factorbench.generators.errors import FactorbenchError
 
 
@@ -59,15 +59,7 @@ def run(protocol: str, encoder: str, out_dir: Path, force: bool = False, seeds: 
     if len(results) == 1:
         results[0].save(out, force=True)
     else:
-        document = {"model": encoder, "runs": [json.loads(r.to_json()) for r in results]}
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp")
-        try:
-            tmp.write_text(json.dumps(document, sort_keys=True, allow_nan=False))
-            os.replace(tmp, out)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        save_runs(out, encoder, results)
     print(f"  -> {out}", flush=True)
     return out
 

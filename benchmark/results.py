@@ -20,6 +20,7 @@ import io
 import json
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from factorbench.generators.spec import canonical_json, sha256_text
 from .protocols import Protocol, get_protocol
 
 __all__ = ["EvaluationResult", "REFERENCE_DIR", "RESULT_FORMAT", "ScoresTable", "better_direction", "format_table",
-           "load_result", "reference_results", "scores_table"]
+           "load_result", "reference_results", "save_runs", "scores_table"]
 
 #: the reference results shipped with the package
 REFERENCE_DIR = Path(__file__).with_name("reference")
@@ -113,14 +114,7 @@ class EvaluationResult:
             raise FactorbenchError(f"{path} is a directory; give a file name for the result")
         if path.exists() and not force:
             raise FactorbenchError(f"{path} exists; pass --force to replace it")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        try:
-            tmp.write_text(self.to_json())
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        _write_atomically(path, self.to_json())
         return path
 
     def headline_key(self) -> str | None:
@@ -225,6 +219,27 @@ def load_result(path: str | os.PathLike) -> EvaluationResult:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FactorbenchError(f"cannot read result {path} ({exc})") from None
     return _parse_result(data, str(path))
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` through a temporary file and a rename: a failed write leaves nothing behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def save_runs(path: str | os.PathLike, model: str, runs: Sequence[EvaluationResult]) -> Path:
+    """Write several runs of one model as one reference file, ``{"model": ..., "runs": [...]}`` (the form
+    :func:`reference_results` reads; atomically, replacing ``path``)."""
+    path = Path(path)
+    document = {"model": model, "runs": [json.loads(r.to_json()) for r in runs]}
+    _write_atomically(path, json.dumps(document, sort_keys=True, allow_nan=False))
+    return path
 
 
 def _runs_of(path: Path) -> list[EvaluationResult]:

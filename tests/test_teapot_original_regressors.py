@@ -4,13 +4,16 @@ beside the protocol's: per-factor fitting gives the same numbers as one DCI call
 import numpy as np
 import pytest
 
-from factorbench.benchmark.experiments.teapot_original_regressors import DEPTH_PRESETS, main, original_scores
+from factorbench.benchmark.experiments.teapot_original_regressors import (DEPTH_PRESETS, PROTOCOL, main,
+                                                                          original_scores, protocol_scores)
 from factorbench.benchmark.metrics.dci import dci
+from factorbench.benchmark.protocols import PROTOCOLS
 
 
 def _data(seed=0, n=600, k=3, d=5):
     rng = np.random.default_rng(seed)
-    factors = {s: rng.uniform(-1, 1, (m, k)) for s, m in (("train", n), ("test", 200), ("zeroshot", 100))}
+    factors = {s: rng.uniform(-1, 1, (m, k)) for s, m in (("train", n), ("validation", 150), ("test", 200),
+                                                          ("zeroshot", 100))}
     mix = rng.normal(size=(k, d))
     return {s: (f @ mix + 0.1 * rng.normal(size=(len(f), d)), f) for s, f in factors.items()}
 
@@ -48,3 +51,16 @@ def test_cli_refuses_an_existing_output(tmp_path, capsys):
     out.write_text("{}")
     assert main(["--encoder", "pca", "--preset", "pca", "--out", str(out)]) == 2
     assert "exists" in capsys.readouterr().err and out.read_text() == "{}"
+
+
+@pytest.mark.parametrize("label", ["dci_lasso", "dci_forest"])
+def test_protocol_column_uses_the_protocols_settings_and_validation_split(label):
+    """The 'protocol' numbers are teapot-dci-v1's DCI call: its settings, its validation split."""
+    call = next(c for c in PROTOCOLS[PROTOCOL].metrics if c.label == label)
+    assert call.data["validation"] == "validation" and call.data["heldout"] == ["zeroshot"]
+    data, kinds = _data(seed=2), ["continuous"] * 3
+    ours = protocol_scores(data, kinds, call.settings["regressor"], seed=call.seed)
+    theirs = dci(*data["train"], *data["test"], codes_val=data["validation"][0], factors_val=data["validation"][1],
+                 kinds=kinds, heldout={"zeroshot": data["zeroshot"]}, seed=call.seed, **call.settings)
+    assert (ours.disentanglement, ours.completeness, ours.informativeness, ours.zeroshot) == (
+        theirs.disentanglement, theirs.completeness, theirs.informativeness, theirs.heldout_mean["zeroshot"])
