@@ -50,7 +50,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 __all__ = ["PLANS_DIR", "DatasetPlan", "Job", "Plan", "PlanEntry", "expand", "find_plan", "load_plan", "parse_plan",
-           "select", "sweep_run_problem"]
+           "planned_seeds", "select", "sweep_run_problem"]
 
 #: the plans shipped with the package (``factorbench sweep NAME`` finds them by name)
 PLANS_DIR = Path(__file__).with_name("plans")
@@ -398,6 +398,25 @@ def _models_available() -> bool:
     return True
 
 
+def _raw_entry(raw: Mapping[str, Any], model: str, dataset: str) -> dict[str, Any] | None:
+    """The entry of a raw plan that makes the rows named ``model`` on ``dataset`` (None if it has none)."""
+    entries = [e for e in raw.get("models", []) if isinstance(e, dict) and e.get("name", e.get("model")) == model
+               and dataset in e.get("datasets", [])]
+    return entries[0] if entries else None
+
+
+def planned_seeds(training: Mapping[str, Any], model: str) -> tuple[int, ...] | None:
+    """The seeds that the shipped plan named in a sweep result's ``training`` record asks of the entry
+    ``model`` on the run's dataset (None for a result not made by a sweep, or a plan or entry not shipped):
+    what a score table compares its finished seeds with."""
+    sweep = training.get("sweep") or {}
+    raw = _raw_plan(str(sweep.get("plan") or ""))
+    entry = _raw_entry(raw, model, str(sweep.get("dataset"))) if raw is not None else None
+    if entry is None:
+        return None
+    return tuple(entry.get("seeds", raw.get("budget", {}).get("seeds", [])))
+
+
 def sweep_run_problem(training: Mapping[str, Any], protocol: str, model: str) -> tuple[str, str]:
     """Why the ``training`` record of a result made by a sweep no longer matches the shipped plan it ran
     under ('' when it matches), and how far it was checked: ``"config"`` (plan and model code), ``"plan"``
@@ -414,11 +433,10 @@ def sweep_run_problem(training: Mapping[str, Any], protocol: str, model: str) ->
     raw = _raw_plan(str(name or ""))
     if raw is None:
         return "", "none"
-    entries = [e for e in raw.get("models", []) if isinstance(e, dict) and e.get("name", e.get("model")) == model
-               and dataset in e.get("datasets", [])]
-    if not entries:
+    entry = _raw_entry(raw, model, dataset)
+    if entry is None:
         return f"plan {name} no longer has the entry {model!r} on {dataset}", "plan"
-    entry, budget = entries[0], raw.get("budget", {})
+    budget = raw.get("budget", {})
     dataset_table = raw.get("datasets", {}).get(dataset, {})
     seeds = entry.get("seeds", budget.get("seeds", []))
     stated = {**entry.get("params", {}), "steps": entry.get("steps", budget.get("steps"))}

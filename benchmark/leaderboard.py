@@ -114,7 +114,7 @@ def _score_table(table: ScoresTable) -> str:
         tds = "".join(f'<td data-value="{m!r}"{" class=headline" if k == table.headline else ""}>{_e(_cell(m, s))}</td>'
                       for k, (m, s) in zip(table.columns, cells))
         rows.append(f'<tr><td class="name" data-value="{_e(model)}"><a href="{_e(_file_name(model))}">{_e(model)}'
-                    f'</a>{mark}</td><td data-value="{runs}">{runs}</td>{tds}</tr>')
+                    f'</a>{mark}</td><td data-value="{runs}">{_e(table.runs_cell(model, runs))}</td>{tds}</tr>')
     return (f'<table class="sortable" id="scores"><thead><tr><th class="name">model</th><th>runs</th>{heads}</tr>'
             f'</thead>\n<tbody>\n' + "\n".join(rows) + "\n</tbody></table>")
 

@@ -359,8 +359,15 @@ class ScoresTable:
     columns: tuple[str, ...]
     directions: tuple[str, ...]
     rows: tuple[tuple[str, int, tuple[tuple[float, float | None], ...], bool], ...]
-    #: lines printed under the table (what could not be checked)
+    #: lines printed under the table (what could not be checked, which rows lack seeds)
     notes: tuple[str, ...] = ()
+    #: (model, seeds its plan asks for) of the rows made by a sweep that has not finished all of them
+    unfinished: tuple[tuple[str, int], ...] = ()
+
+    def runs_cell(self, model: str, runs: int) -> str:
+        """The runs column: ``"2"``, or ``"2 of 3"`` where the row's plan asks for seeds not finished yet."""
+        planned = dict(self.unfinished).get(model)
+        return str(runs) if planned is None else f"{runs} of {planned}"
 
 
 def _directions(protocol: Protocol, keys: list[str]) -> list[str]:
@@ -407,9 +414,31 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
     if head in keys:
         sign = -1.0 if protocol.headline.better == "higher" else 1.0
         rows.sort(key=lambda r: (math.isnan(r[2][0][0]), sign * r[2][0][0] if not math.isnan(r[2][0][0]) else 0.0))
-    notes = tuple(unchecked)
+    unfinished, waiting = [], []
+    for model, runs in results.items():
+        missing = _unfinished_seeds(model, runs)
+        if missing is not None:
+            unfinished.append((model, len(runs) + len(missing)))
+            plan = runs[0].training["sweep"].get("plan")
+            waiting.append(f"{model}: {len(runs)} of the {len(runs) + len(missing)} seeds plan {plan} asks for "
+                           f"(seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} not finished "
+                           "yet); its mean and std may still move")
     return ScoresTable(protocol.name, head, protocol.headline.better, tuple(keys),
-                       tuple(_directions(protocol, keys)), tuple(rows), notes)
+                       tuple(_directions(protocol, keys)), tuple(rows), tuple(waiting + unchecked), tuple(unfinished))
+
+
+def _unfinished_seeds(model: str, runs: list[EvaluationResult]) -> list[int] | None:
+    """The seeds that the plan of a sweep-made row asks for and its file lacks (None: complete, or not a
+    sweep's row)."""
+    training = runs[0].training or {}
+    if not training.get("sweep"):
+        return None
+    from factorbench.baselines.plan import planned_seeds
+
+    planned = planned_seeds(training, model)
+    have = {(r.training or {}).get("sweep", {}).get("seed") for r in runs}
+    missing = [s for s in planned or () if s not in have]
+    return missing or None
 
 
 _MARK = "*"
@@ -424,8 +453,9 @@ def _header_cell(key: str, better: str, headline: str) -> str:
 
 def format_table(table: ScoresTable, fmt: str = "md") -> str:
     """The table as Markdown (``md``), CSV (``csv``; mean and std in separate columns, a ``direction``
-    row) or LaTeX (``latex``; booktabs). ↑: higher is better, ↓: lower is better; ± is the sample
-    standard deviation (n - 1) over runs."""
+    row, ``planned_runs`` the seeds a row's plan asks for where some are not finished) or LaTeX
+    (``latex``; booktabs). ↑: higher is better, ↓: lower is better; ± is the sample standard deviation
+    (n - 1) over runs; a row whose plan asks for more seeds than have finished shows "2 of 3" runs."""
     def cell(mean: float, std: float | None, digits: int = 3) -> str:
         return f"{mean:.{digits}f}" if std is None else f"{mean:.{digits}f} ± {std:.{digits}f}"
 
@@ -439,15 +469,17 @@ def format_table(table: ScoresTable, fmt: str = "md") -> str:
     heads = [_header_cell(k, d, table.headline) for k, d in zip(table.columns, table.directions)]
     if fmt == "md":
         lines = ["| " + " | ".join(["model", "runs", *heads]) + " |", "|" + "|".join("---" for _ in range(len(heads) + 2)) + "|"]
-        lines += ["| " + " | ".join([name(r), str(r[1]), *(cell(m, s) for m, s in r[2])]) + " |" for r in table.rows]
+        lines += ["| " + " | ".join([name(r), table.runs_cell(r[0], r[1]), *(cell(m, s) for m, s in r[2])]) + " |"
+                  for r in table.rows]
         return "\n".join(lines + [""] + notes)
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(["model", "runs", "reference_images"] + [h + suffix for h in table.columns for suffix in ("", ".std")])
-        writer.writerow(["direction", "", ""] + [d for d in table.directions for _ in (0, 1)])
+        writer.writerow(["model", "runs", "reference_images", "planned_runs"]
+                        + [h + suffix for h in table.columns for suffix in ("", ".std")])
+        writer.writerow(["direction", "", "", ""] + [d for d in table.directions for _ in (0, 1)])
         for model, runs, cells, same in table.rows:
-            flat: list[Any] = [model, runs, "yes" if same else "no"]
+            flat: list[Any] = [model, runs, "yes" if same else "no", dict(table.unfinished).get(model, "")]
             for mean, std in cells:
                 flat += [f"{mean:.6g}", "" if std is None else f"{std:.6g}"]
             writer.writerow(flat)
@@ -464,7 +496,7 @@ def format_table(table: ScoresTable, fmt: str = "md") -> str:
                  " & ".join(["model", "runs", *(f"{tex(k)} {arrows[d]}" for k, d in zip(table.columns, table.directions))])
                  + r" \\", r"\midrule"]
         for row in table.rows:
-            lines.append(" & ".join([tex(row[0]) + ("" if row[3] else r"$^{*}$"), str(row[1]),
+            lines.append(" & ".join([tex(row[0]) + ("" if row[3] else r"$^{*}$"), table.runs_cell(row[0], row[1]),
                                      *(tcell(m, s) for m, s in row[2])]) + r" \\")
         lines += [r"\bottomrule", r"\end{tabular}"]
         lines += ["% " + tex(note).replace("↑", r"$\uparrow$").replace("↓", r"$\downarrow$").replace("±", r"$\pm$")

@@ -578,6 +578,17 @@ def test_scores_refuse_results_whose_plan_entry_or_model_config_changed(swept, t
     # shipped and unchanged (comments and appended entries do not matter): fully checked, no note
     (shipped / "tiny.toml").write_text("# a comment\n" + PLAN + BETA)
     assert scores_table("square-lsbd-v1", folder).notes == ()
+    assert "| vae | 2 |" in format_table(scores_table("square-lsbd-v1", folder))
+    # the shipped plan asks for a seed that has not finished: the row says how many of how many
+    (shipped / "tiny.toml").write_text(PLAN.replace("seeds = [0, 1]", "seeds = [0, 1, 2]"))
+    table = scores_table("square-lsbd-v1", folder)
+    assert table.unfinished == (("vae", 3),) and table.runs_cell("vae", 2) == "2 of 3"
+    assert table.notes == ("vae: 2 of the 3 seeds plan tiny asks for (seed 2 not finished yet); its mean and std "
+                           "may still move",)
+    assert "| vae | 2 of 3 |" in format_table(table)
+    assert format_table(table, "csv").splitlines()[2].startswith("vae,2,yes,3,")
+    assert " & 2 of 3 & " in format_table(table, "latex")
+    (shipped / "tiny.toml").write_text(PLAN)
     # without PyTorch only the plan's settings are compared, and the table says so
     monkeypatch.setattr(plan_module, "_models_available", lambda: False)
     assert "not against the model code" in scores_table("square-lsbd-v1", folder).notes[0]

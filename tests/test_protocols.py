@@ -289,7 +289,7 @@ def test_cli_protocols_scores_and_plots(small_results, data_dir, tmp_path, monke
     capsys.readouterr()
     assert main(["scores", SMALL.name, "--dir", str(folder), "--format", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].startswith("direction,,,lower,lower,") and lines[2].startswith("ideal,1,yes,")
+    assert lines[1].startswith("direction,,,,lower,lower,") and lines[2].startswith("ideal,1,yes,,")
     assert main(["scores", "square-lsbd-v1"]) == 0
     table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
     assert table[2].startswith("| ideal |") and table[-1].startswith("| random |")
