@@ -63,3 +63,34 @@ def test_readme_cites_the_current_hashes():
     assert PROTOCOLS["square-lsbd-v1"].hash().startswith(cited.group(1))
     assert load_plan("reference-v1").hash().startswith(cited.group(2)), \
         f"the README cites plan hash {cited.group(2)}; the plan's is {load_plan('reference-v1').hash()[:12]}"
+
+
+#: the rows of the README's LSBD-VAE table -> the reference entry they quote
+README_LSBD_ROWS = {"LSBD-VAE, L = 1024": "lsbd-vae-1024", "LSBD-VAE, L = 0": "lsbd-vae-0", "VAE, same budget": "vae"}
+
+
+def test_readme_lsbd_table_quotes_the_reference_files():
+    """Every cell of the README's D_LSBD table equals the shipped reference rows at the digits shown (the
+    sum over the two subgroups, twice `d_lsbd.score`): mean ± std over all seeds, or the single finished
+    seed while the others are training; the seed count in the row's label is the file's."""
+    import numpy as np
+
+    from factorbench.benchmark.results import reference_results
+
+    text = (ROOT / "README.md").read_text()
+    rows = re.findall(r"^\| (LSBD-VAE, L = \d+|VAE, same budget) ?(\(\d+ seeds\))?[^|]*\|([^|]+)\|([^|]+)\|", text, re.M)
+    assert {r[0] for r in rows} == set(README_LSBD_ROWS), "the README's LSBD-VAE table is missing rows"
+    for label, seeds, *cells in rows:
+        for dataset, cell in zip(("square", "arrow"), cells):
+            runs = reference_results(f"{dataset}-lsbd-v1")[README_LSBD_ROWS[label]]
+            values = [2 * r.scalars()["d_lsbd.score"] for r in runs]
+            digits = len(re.findall(r"\d+\.(\d+)", cell)[0])
+            mean, *std = (float(x) for x in re.findall(r"\d+\.\d+", cell))
+            where = f"README LSBD table, {label} on {dataset}: {cell.strip()}"
+            if std:
+                assert seeds == f"({len(runs)} seeds)", f"{where}: the file has {len(runs)} seeds"
+                assert mean == round(float(np.mean(values)), digits), f"{where}; the files give {np.mean(values):.{digits}f}"
+                assert std[0] == round(float(np.std(values, ddof=1)), digits), where
+            else:
+                assert len(runs) == 1, f"{where}: {len(runs)} seeds have finished; quote their mean ± std"
+                assert mean == round(values[0], digits), f"{where}; the file gives {values[0]:.{digits}f}"
