@@ -78,7 +78,9 @@ def total_correlation(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor, d
         log q(z_i)   ~ logsumexp_k log q(z_i | x_k) - log(N M)
         log q(z_ij)  ~ logsumexp_k log q(z_ij | x_k) - log(N M)
 
-    averaged over the batch. Log-sum-exp throughout (no products of densities)."""
+    averaged over the batch. Log-sum-exp throughout (no products of densities). disentanglement_lib's
+    ``total_correlation`` leaves out the log(N M) terms, which shifts the estimate by (D - 1) log(N M): a
+    constant, so the gradients and the trained model are the same; only the logged ``tc`` differs."""
     z, mu, logvar = _wide(z), _wide(mu), _wide(logvar)
     batch = z.shape[0]
     log_norm = math.log(dataset_size * batch)
