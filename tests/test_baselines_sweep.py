@@ -3,6 +3,7 @@ a kill in the middle, --status, and collecting reference files."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -153,8 +154,9 @@ def test_reference_plan(tmp_path):
     jobs = expand(plan)
     # the VAE family on the three torus sets and objects, LSBD-VAE (L = 1024 and 0 on the torus sets, 256 on
     # objects), Ada-GVAE, Ada-ML-VAE and Quessard et al.'s model on all four; VAE, beta-VAE and InfoGAN on the
-    # teapot; three seeds each
-    assert plan.name == "reference-v1" and len(jobs) == (7 * 3 + 7 + 3 + 3 + 1 + 2 * 3 + 2 + 3 + 1 + 3) * 3
+    # teapot; then the appended LSBD-VAE with L = 0 on objects; three seeds each
+    assert plan.name == "reference-v1" and len(jobs) == (7 * 3 + 7 + 3 + 3 + 1 + 2 * 3 + 2 + 3 + 1 + 3 + 1) * 3
+    assert [j.id for j in jobs[-3:]] == [f"lsbd-vae-0/objects/seed{k}" for k in range(3)]
     # the measured budgets (BASELINES.md, "Budget")
     assert {e.steps for e in plan.entries if "teapot" not in e.datasets} == {10000}
     assert {e.model: e.steps for e in plan.entries if "teapot" in e.datasets} == \
@@ -165,6 +167,8 @@ def test_reference_plan(tmp_path):
     assert by_id["lsbd-vae-1024/arrow/seed1"].labelled_pairs == 1024 and by_id["lsbd-vae-0/square/seed0"].labelled_pairs == 0
     lsbd_objects = by_id["lsbd-vae-256/objects/seed0"]
     assert (lsbd_objects.circles, lsbd_objects.latent_dim, lsbd_objects.gamma, lsbd_objects.log_t_max) == (1, 7, 1.0, -5.0)
+    unlabelled_objects = by_id["lsbd-vae-0/objects/seed1"]
+    assert unlabelled_objects == dataclasses.replace(by_id["lsbd-vae-256/objects/seed1"], labelled_pairs=0)
     assert by_id["ada-ml-vae/airplane/seed2"].k == 2 and by_id["ada-gvae/objects/seed0"].latent_dim == 7
     assert by_id["quessard/arrow/seed0"].lam == 0.01 and by_id["quessard/objects/seed1"].cyclic_factors == 1
     assert by_id["dip-vae-i/arrow/seed0"].lambda_d == 10.0 and by_id["dip-vae-ii/arrow/seed0"].lambda_d == 1.0
