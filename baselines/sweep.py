@@ -329,6 +329,10 @@ def run_job(job: Job, sweep_dir: str | os.PathLike, plan: Plan, options: SweepOp
 
         def started(run_hash: str) -> None:
             record["run_hash"] = run_hash
+            # steps the run had before the sweep first ran this job (a run trained elsewhere and placed in
+            # runs/): they cost the sweep no CPU time, so the status estimate leaves them out
+            record["external_steps"] = int(before["external_steps"]) if "external_steps" in before \
+                else _run_step(sweep_dir / "runs" / run_hash, job.config.steps)
             save("running")
 
         def heartbeat() -> None:  # CPU time so far, so that a job killed without warning still counts it
@@ -577,6 +581,8 @@ class JobStatus:
     attempts: int = 0
     #: the run's last checkpointed step (unfinished runs), else None
     step: int | None = None
+    #: steps the run had before the sweep first ran the job (trained elsewhere: no CPU time counted)
+    external_steps: int = 0
 
 
 def _checkpoint_step(sweep_dir: Path, record: Mapping[str, Any]) -> int | None:
@@ -588,6 +594,13 @@ def _checkpoint_step(sweep_dir: Path, record: Mapping[str, Any]) -> int | None:
             return int(json.loads(fh.read(size))["__metadata__"]["step"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _run_step(run_dir: Path, steps: int) -> int:
+    """How far the run in ``run_dir`` is: ``steps`` when it is finished, else its checkpoint's step (0 if none)."""
+    if (run_dir / "DONE").is_file():
+        return steps
+    return _checkpoint_step(run_dir.parent.parent, {"run_hash": run_dir.name}) or 0
 
 
 def sweep_status(plan: Plan, sweep_dir: str | os.PathLike | None = None, only: str | None = None) -> list[JobStatus]:
@@ -612,26 +625,29 @@ def sweep_status(plan: Plan, sweep_dir: str | os.PathLike | None = None, only: s
         step = _checkpoint_step(sweep_dir, record) if state in ("interrupted", "running", "failed") else None
         out.append(JobStatus(job, state, record.get("error", "") if state == "failed" else "",
                              float(record.get("cpu_s", 0.0)), float(record.get("wall_s", 0.0)),
-                             int(record.get("attempts", 0)), step))
+                             int(record.get("attempts", 0)), step, int(record.get("external_steps", 0))))
     return out
 
 
 def _estimate_cpu_s(statuses: Sequence[JobStatus]) -> float | None:
-    """CPU seconds the unfinished jobs still need: each finished job's CPU seconds per training step,
-    averaged over its entry and dataset where there are some, else over the whole sweep, times the steps
-    left. None before any job finished."""
-    done = [s for s in statuses if s.state == "done" and s.cpu_s > 0]
-    if not done:
+    """CPU seconds the unfinished jobs still need: the finished jobs' CPU seconds per step the sweep
+    trained (steps of runs trained elsewhere do not count), averaged over the same entry and dataset where
+    there are some, else over the same model on any dataset, else over the whole sweep, times the steps
+    left. None before any job the sweep trained has finished."""
+    rates = [(s.job, s.cpu_s / (s.job.config.steps - s.external_steps)) for s in statuses
+             if s.state == "done" and s.cpu_s > 0 and s.job.config.steps > s.external_steps]
+    if not rates:
         return None
-    rate_all = float(np.mean([s.cpu_s / s.job.config.steps for s in done]))
     total = 0.0
     for s in statuses:
         if s.state == "done":
             continue
-        same = [d.cpu_s / d.job.config.steps for d in done
-                if d.job.entry is s.job.entry and d.job.dataset == s.job.dataset]
-        rate = float(np.mean(same)) if same else rate_all
-        total += rate * max(s.job.config.steps - (s.step or 0), 0)
+        for alike in (lambda j: j.entry is s.job.entry and j.dataset == s.job.dataset,
+                      lambda j: j.config.name == s.job.config.name, lambda j: True):
+            same = [rate for job, rate in rates if alike(job)]
+            if same:
+                break
+        total += float(np.mean(same)) * max(s.job.config.steps - (s.step or 0), 0)
     return total
 
 

@@ -355,6 +355,31 @@ params = {{ {TINY} }}
     assert sweep_status(plan, sweep_dir, only="beta-vae/*/seed3")[0].state == "left"
 
 
+def test_status_estimate_leaves_out_steps_trained_elsewhere(swept, tmp_path):
+    """A run placed in runs/ finished (trained outside the sweep) costs the sweep no CPU time: its job
+    records its steps as external and the estimate leaves them out; jobs of an entry with no finished job
+    take the rate of the same model on other datasets before the sweep's average."""
+    from factorbench.baselines.sweep import JobStatus, _estimate_cpu_s, _run_step
+
+    plan, sweep_dir, _ = swept
+    records = [json.loads(state_path(sweep_dir, j).read_text()) for j in expand(plan)]
+    assert [r["external_steps"] for r in records] == [0, 0]  # trained by the sweep
+    run_dir = sweep_dir / "runs" / records[0]["run_hash"]
+    assert _run_step(run_dir, 30) == 30 and _run_step(sweep_dir / "runs" / "nothing", 30) == 0
+    plan2 = _plan(tmp_path, PLAN + BETA.replace("seeds = [0]", "seeds = [0, 1, 2]"))
+    jobs = {j.id: j for j in expand(plan2)}
+    statuses = [JobStatus(jobs["vae/square/seed0"], "done", cpu_s=60.0),           # 2 CPU s a step
+                JobStatus(jobs["beta-vae/square/seed0"], "done", cpu_s=3.0, external_steps=30),  # only evaluated
+                JobStatus(jobs["beta-vae/square/seed1"], "done", cpu_s=90.0),      # 3 CPU s a step
+                JobStatus(jobs["vae/square/seed1"], "left"),
+                JobStatus(jobs["beta-vae/square/seed2"], "interrupted", step=10)]
+    assert _estimate_cpu_s(statuses) == pytest.approx(2.0 * 30 + 3.0 * 20)
+    # no finished beta-vae job trained by the sweep: the whole sweep's rate
+    statuses[2] = JobStatus(jobs["beta-vae/square/seed1"], "left")
+    assert _estimate_cpu_s(statuses) == pytest.approx(2.0 * 30 + 2.0 * 30 + 2.0 * 20)
+    assert _estimate_cpu_s(statuses[1:]) is None
+
+
 def test_a_job_failing_in_its_process_is_reported(tmp_path, data_dir, capsys):
     """A job that fails in its own process: the sweep says so and exits 1; --status shows the error."""
     plan = _plan(tmp_path, PLAN + BETA.replace("beta = 4.0", "beta = 4.0, lr = 1e12"))  # diverges at once
