@@ -585,9 +585,9 @@ class JobStatus:
     external_steps: int = 0
 
 
-def _checkpoint_step(sweep_dir: Path, record: Mapping[str, Any]) -> int | None:
-    """The step of the last checkpoint of the job's run (from the safetensors header), if it has one."""
-    ckpt = sweep_dir / "runs" / str(record.get("run_hash")) / "checkpoint.safetensors"
+def _checkpoint_step(run_dir: Path) -> int | None:
+    """The step of the last checkpoint of the run in ``run_dir`` (from the safetensors header), if it has one."""
+    ckpt = run_dir / "checkpoint.safetensors"
     try:
         with open(ckpt, "rb") as fh:
             size = int.from_bytes(fh.read(8), "little")
@@ -600,7 +600,7 @@ def _run_step(run_dir: Path, steps: int) -> int:
     """How far the run in ``run_dir`` is: ``steps`` when it is finished, else its checkpoint's step (0 if none)."""
     if (run_dir / "DONE").is_file():
         return steps
-    return _checkpoint_step(run_dir.parent.parent, {"run_hash": run_dir.name}) or 0
+    return _checkpoint_step(run_dir) or 0
 
 
 def sweep_status(plan: Plan, sweep_dir: str | os.PathLike | None = None, only: str | None = None) -> list[JobStatus]:
@@ -622,7 +622,8 @@ def sweep_status(plan: Plan, sweep_dir: str | os.PathLike | None = None, only: s
             state = "interrupted"
         else:
             state = "left"
-        step = _checkpoint_step(sweep_dir, record) if state in ("interrupted", "running", "failed") else None
+        step = _checkpoint_step(sweep_dir / "runs" / str(record.get("run_hash"))) \
+            if state in ("interrupted", "running", "failed") else None
         out.append(JobStatus(job, state, record.get("error", "") if state == "failed" else "",
                              float(record.get("cpu_s", 0.0)), float(record.get("wall_s", 0.0)),
                              int(record.get("attempts", 0)), step, int(record.get("external_steps", 0))))

@@ -403,7 +403,7 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
     keys = ([head] if head in keys else []) + [k for k in keys if k != head
                                                and (columns is None or fnmatch.fnmatchcase(k, columns))]
     pin = protocol.reference_images
-    rows = []
+    rows, unfinished, waiting = [], [], []
     for model, runs in results.items():
         cells = []
         for key in keys:
@@ -411,11 +411,6 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
             cells.append((float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else None))
         same = not pin or all(r.dataset["sha256"]["images"] == pin for r in runs)
         rows.append((model, len(runs), tuple(cells), same))
-    if head in keys:
-        sign = -1.0 if protocol.headline.better == "higher" else 1.0
-        rows.sort(key=lambda r: (math.isnan(r[2][0][0]), sign * r[2][0][0] if not math.isnan(r[2][0][0]) else 0.0))
-    unfinished, waiting = [], []
-    for model, runs in results.items():
         missing = _unfinished_seeds(model, runs)
         if missing is not None:
             unfinished.append((model, len(runs) + len(missing)))
@@ -423,6 +418,9 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
             waiting.append(f"{model}: {len(runs)} of the {len(runs) + len(missing)} seeds plan {plan} asks for "
                            f"(seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} not finished "
                            "yet); its mean and std may still move")
+    if head in keys:
+        sign = -1.0 if protocol.headline.better == "higher" else 1.0
+        rows.sort(key=lambda r: (math.isnan(r[2][0][0]), sign * r[2][0][0] if not math.isnan(r[2][0][0]) else 0.0))
     return ScoresTable(protocol.name, head, protocol.headline.better, tuple(keys),
                        tuple(_directions(protocol, keys)), tuple(rows), tuple(waiting + unchecked), tuple(unfinished))
 

@@ -9,8 +9,8 @@ alpha at 0.02 and hand-picked a forest depth per factor and per model (cianeastw
 
 A shallow tree spreads its importance over fewer codes, so these depths move D and C. This script scores
 one encoder both ways on the same codes (training split to fit, validation split to choose the protocol's
-hyperparameters, test split for NRMSE, the zero-shot gap as held-out set), so a gap between our trained models and the paper's can be split into what the
-regressor settings explain and what they do not. It is an analysis, not a protocol: its numbers do not
+hyperparameters, test split for NRMSE, the zero-shot gap as held-out set), so a gap between our trained
+models and the paper's can be split into what the regressor settings explain and what they do not. It is an analysis, not a protocol: its numbers do not
 enter the score tables.
 
 Usage:
