@@ -127,6 +127,9 @@ def _sweep(p: argparse.ArgumentParser) -> None:
                    "CPU hours spent and an estimate for the rest")
     p.add_argument("--collect", nargs="?", const="", metavar="DIR", help="write the finished results as reference "
                    "files DIR/<protocol>/<name>.json (default: the package's benchmark/reference)")
+    p.add_argument("--restore", nargs="?", const="", metavar="DIR", help="put the finished runs of reference files "
+                   "DIR/<protocol>/<name>.json (default: the package's benchmark/reference) back into the sweep "
+                   "directory, so that a sweep continued on a new machine skips them and --collect keeps them")
     p.add_argument("--dir", metavar="SWEEP_DIR", help="sweep directory (default $FACTORBENCH_SWEEPS/<plan name>, "
                    "else ~/.cache/factorbench/sweeps/<plan name>)")
     p.add_argument("--verbose", action="store_true", help="--status: list the finished jobs too")
@@ -148,17 +151,17 @@ def _sweep(p: argparse.ArgumentParser) -> None:
         except ImportError:
             raise FactorbenchError("sweeps need submitit: pip install 'factorbench[train]'") from None
         from .plan import expand, load_plan, select
-        from .sweep import (ENGINES, SweepOptions, collect, default_sweep_dir, format_status, job_done, run_sweep,
-                            sweep_status)
+        from .sweep import (ENGINES, SweepOptions, collect, default_sweep_dir, format_status, job_done, restore,
+                            run_sweep, sweep_status)
 
         if args.engine not in ENGINES:
             raise FactorbenchError(f"--engine {args.engine!r}: choose one of {', '.join(ENGINES)}")
         if args.slurm and args.engine != "slurm":
             raise FactorbenchError("--slurm settings need --engine slurm")
         modes = [name for name in ("dry_run", "status") if getattr(args, name)] + \
-            (["collect"] if args.collect is not None else [])
+            [name for name in ("collect", "restore") if getattr(args, name) is not None]
         if len(modes) > 1:
-            raise FactorbenchError(f"give one of --dry-run, --status and --collect (got {', '.join(modes)})")
+            raise FactorbenchError(f"give one of --dry-run, --status, --collect and --restore (got {', '.join(modes)})")
         plan = load_plan(args.plan)
         sweep_dir = Path(args.dir) if args.dir else default_sweep_dir(plan)
         if args.status:
@@ -167,6 +170,9 @@ def _sweep(p: argparse.ArgumentParser) -> None:
         if args.collect is not None:
             written = collect(plan, sweep_dir, args.collect or None)
             print(f"{len(written)} reference file{'s' if len(written) != 1 else ''} written")
+            return 0
+        if args.restore is not None:
+            restore(plan, sweep_dir, args.restore or None)
             return 0
         if args.dry_run:
             jobs = select(expand(plan), args.only)

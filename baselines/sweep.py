@@ -47,8 +47,8 @@ from . import models  # noqa: F401  (registers every model: the plan's configs a
 from .plan import Job, Plan, expand, select
 
 __all__ = ["ENGINES", "EngineRequest", "JobStatus", "SweepInterrupted", "SweepJob", "SweepOptions",
-           "check_finished_unchanged", "collect", "default_sweep_dir", "format_status", "job_done", "result_path",
-           "run_job", "run_sweep", "state_path", "sweep_status"]
+           "check_finished_unchanged", "collect", "default_sweep_dir", "format_status", "job_done", "restore",
+           "result_path", "run_job", "run_sweep", "state_path", "sweep_status"]
 
 SWEEPS_ENV = "FACTORBENCH_SWEEPS"
 #: job states as :func:`sweep_status` reports them
@@ -583,6 +583,8 @@ class JobStatus:
     step: int | None = None
     #: steps the run had before the sweep first ran the job (trained elsewhere: no CPU time counted)
     external_steps: int = 0
+    #: its results were restored from reference files (:func:`restore`): CPU time unknown here
+    restored: bool = False
 
 
 def _checkpoint_step(run_dir: Path) -> int | None:
@@ -626,7 +628,8 @@ def sweep_status(plan: Plan, sweep_dir: str | os.PathLike | None = None, only: s
             if state in ("interrupted", "running", "failed") else None
         out.append(JobStatus(job, state, record.get("error", "") if state == "failed" else "",
                              float(record.get("cpu_s", 0.0)), float(record.get("wall_s", 0.0)),
-                             int(record.get("attempts", 0)), step, int(record.get("external_steps", 0))))
+                             int(record.get("attempts", 0)), step, int(record.get("external_steps", 0)),
+                             state == "done" and bool(record.get("restored"))))
     return out
 
 
@@ -656,12 +659,16 @@ def format_status(plan: Plan, statuses: Sequence[JobStatus], sweep_dir: Path, ve
     """Counts per state, CPU hours spent and an estimate for the rest, then the jobs that are not done
     (all jobs with ``verbose``), failures with their error."""
     counts = {s: sum(1 for x in statuses if x.state == s) for s in STATES}
-    spent = sum(s.cpu_s for s in statuses)
+    restored = sum(1 for x in statuses if x.restored)
+    ran = [s for s in statuses if not s.restored]
+    spent = sum(s.cpu_s for s in ran)
     estimate = _estimate_cpu_s(statuses)
     lines = [f"plan {plan.name} (hash {plan.hash()[:12]}), sweep directory {sweep_dir}",
              f"{len(statuses)} job{'s' if len(statuses) != 1 else ''}: "
-             + ", ".join(f"{counts[s]} {s}" for s in STATES),
-             f"CPU time spent: {spent / 3600:.2f} h (wall {sum(s.wall_s for s in statuses) / 3600:.2f} h); "
+             + ", ".join(f"{counts[s]} {s}" for s in STATES)
+             + (f" ({restored} of the done restored from reference files: their CPU time is not counted)"
+                if restored else ""),
+             f"CPU time spent: {spent / 3600:.2f} h (wall {sum(s.wall_s for s in ran) / 3600:.2f} h); "
              + ("estimate for the rest: " + (f"{estimate / 3600:.2f} CPU h" if estimate is not None else
                                              "none until a job has finished"))]
     for s in statuses:
@@ -751,13 +758,14 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
         if existing is not None:
             old = {r.get("training", {}).get("config_hash") for r in existing.get("runs", [existing])} \
                 if isinstance(existing, dict) else {None}
-            if old - {r["training"]["config_hash"] for r in runs} or "runs" not in existing:
+            if old - {job.config.hash() for job in jobs} or "runs" not in existing:
                 raise FactorbenchError(f"{target} holds other runs of {name} (another config, or not written by a "
                                        "sweep); finished entries are never replaced: name the entry differently")
             kept = {r["training"]["sweep"]["seed"] for r in existing.get("runs", [])}
             if kept - set(seeds):
                 raise FactorbenchError(f"{target} has seeds {sorted(kept - set(seeds))} that {sweep_dir} lacks; "
-                                       "collect from the sweep directory that made them")
+                                       "collect from the sweep directory that made them, or put them back into "
+                                       f"this one first: factorbench sweep {plan.name} --restore {out}")
         document = {"model": name, "protocol": protocol,
                     "plan": plan.name,
                     "seeds": seeds, "missing_seeds": missing, "summary": _summary(runs),
@@ -771,3 +779,71 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
              + (f"; seeds {missing} not finished" if missing else "") + ")")
     return written
 
+
+
+# --------------------------------------------------------------------------------------------- restore
+
+def restore(plan: Plan, sweep_dir: str | os.PathLike | None = None, source: str | os.PathLike | None = None,
+            echo: Callable[[str], None] = print) -> list[Path]:
+    """Write the runs of the reference files ``source/<protocol>/<name>.json`` (default: the package's
+    ``benchmark/reference``) back into the sweep directory as their jobs' results, so that the plan's sweep,
+    continued on another machine, skips the jobs they finished and :func:`collect` keeps their seeds.
+    Only runs of this plan are restored, each checked (schema and checksum) and only where its job still
+    asks for what it ran (config hash, protocol, dataset spec and split, as for any result of the sweep);
+    an existing result is never replaced. A job whose every protocol is restored gets a record marked
+    ``restored``: its CPU time is not known here, so the status estimate does not use it."""
+    from factorbench.benchmark.results import REFERENCE_DIR, _parse_result
+
+    sweep_dir = Path(sweep_dir) if sweep_dir is not None else default_sweep_dir(plan)
+    source = Path(source) if source is not None else REFERENCE_DIR
+    if not source.is_dir():
+        raise FactorbenchError(f"{source} is not a directory of reference files (<protocol>/<name>.json)")
+    jobs = {job.id: job for job in expand(plan)}
+    names = {(p, job.entry.name) for job in jobs.values() for p in job.protocols}
+    written: list[Path] = []
+    touched: dict[str, list[Mapping[str, Any]]] = {}
+    for protocol, name in sorted(names):
+        target = source / protocol / f"{name}.json"
+        document = _read_json(target)
+        if document is None:
+            continue
+        if not isinstance(document, dict) or document.get("plan") != plan.name or "runs" not in document:
+            echo(f"{target}: not written by a sweep of plan {plan.name}; left out")
+            continue
+        for i, run in enumerate(document["runs"]):
+            _parse_result(run, f"{target}, run {i}")
+            job = jobs.get(str(((run.get("training") or {}).get("sweep") or {}).get("job")))
+            if job is None or job.entry.name != name or protocol not in job.protocols:
+                echo(f"{target}, run {i}: its job is no longer in plan {plan.name}; left out")
+                continue
+            why = _mismatch(run, job, protocol)
+            if why:
+                echo(f"{target}, run {i} ({job.id}): stale, {why}; left out")
+                continue
+            state = _result_state(sweep_dir, job, protocol)
+            if state == "missing":
+                path = result_path(sweep_dir, protocol, job)
+                _atomic_write(path, json.dumps(run, sort_keys=True, allow_nan=False))
+                written.append(path)
+            elif state != "done":
+                echo(f"{job.id} under {protocol}: the sweep directory holds another result ({state}); left alone")
+                continue
+            touched.setdefault(job.id, []).append(run)
+    for job_id, runs in touched.items():
+        job = jobs[job_id]
+        path = state_path(sweep_dir, job)
+        if not job_done(job, sweep_dir) or path.exists():
+            continue
+        training = runs[0]["training"]
+        _atomic_write(path, json.dumps({
+            "job": job.id, "index": job.index, "config_hash": job.config.hash(),
+            "plan_hash": training["sweep"]["plan_hash"], "run_hash": training.get("run_hash"),
+            "state": "done", "error": "", "attempts": 0, "steps": job.config.steps, "cpu_s": 0.0,
+            "wall_s": float(training.get("trained", {}).get("wall_time_s", 0.0))
+            + sum(float(r["training"]["sweep"].get("evaluation_wall_time_s", 0.0)) for r in runs),
+            "restored": str(source), "host": training["sweep"].get("host", ""),
+            "updated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}, indent=1, sort_keys=True))
+    done = len({job_id for job_id in touched if job_done(jobs[job_id], sweep_dir)})
+    echo(f"restored {len(written)} result{'s' if len(written) != 1 else ''} from {source} into {sweep_dir}; "
+         f"{done} job{'s' if done != 1 else ''} of plan {plan.name} done there")
+    return written

@@ -22,8 +22,8 @@ pytest.importorskip("safetensors")
 pytest.importorskip("submitit")
 
 from factorbench.baselines.plan import expand, load_plan, parse_plan, select  # noqa: E402
-from factorbench.baselines.sweep import (SweepOptions, _job_lock, collect, format_status, result_path,  # noqa: E402
-                                         run_job, run_sweep, state_path, sweep_status)
+from factorbench.baselines.sweep import (SweepOptions, _job_lock, collect, format_status, restore,  # noqa: E402
+                                         result_path, run_job, run_sweep, state_path, sweep_status)
 from factorbench.benchmark.cli import main as cli  # noqa: E402
 from factorbench.generators.errors import FactorbenchError  # noqa: E402
 
@@ -440,6 +440,56 @@ def test_collect_writes_mean_and_std_of_finished_runs(swept, tmp_path, capsys):
         collect(plan, sweep_dir, out, **QUIET)
     assert cli(["sweep", plan.source, "--dir", str(sweep_dir), "--collect", str(tmp_path / "ref2")]) == 0
     assert "2 reference files written" in capsys.readouterr().out
+
+
+def test_restore_puts_collected_runs_back_into_a_new_sweep_directory(swept, tmp_path, capsys):
+    """A sweep continued on a new machine: the reference files' runs go back into an empty sweep directory,
+    the jobs they finished are skipped, collecting again rewrites nothing, and nothing is ever replaced."""
+    plan, sweep_dir, _ = swept
+    out = tmp_path / "reference"
+    collect(plan, sweep_dir, out, **QUIET)
+    fresh = tmp_path / "fresh"
+    written = restore(plan, fresh, out, **QUIET)
+    assert len(written) == 4  # 2 seeds x 2 protocols
+    for job in expand(plan):
+        for protocol in job.protocols:
+            restored = json.loads(result_path(fresh, protocol, job).read_text())
+            original = json.loads(result_path(sweep_dir, protocol, job).read_text())
+            assert _scores(result_path(fresh, protocol, job)) == _scores(result_path(sweep_dir, protocol, job))
+            assert restored["training"] == original["training"]
+    statuses = sweep_status(plan, fresh)
+    assert [(s.state, s.restored, s.cpu_s) for s in statuses] == [("done", True, 0.0)] * 2
+    assert "2 of the done restored from reference files" in format_status(plan, statuses, fresh)
+    # the sweep skips them (nothing trained), collecting rewrites nothing, restoring again writes nothing
+    before = _tree(fresh)
+    assert run_sweep(plan, fresh, options=OPTIONS, **QUIET) == {j.id: "skipped" for j in expand(plan)}
+    assert not (fresh / "runs").exists()
+    ref_before = _tree(out)
+    assert collect(plan, fresh, out, **QUIET) == [] and _tree(out) == ref_before
+    assert restore(plan, fresh, out, **QUIET) == [] and _tree(fresh) == before
+    # without restoring, collecting into those files from a directory that lacks their seeds is refused
+    partial = tmp_path / "partial"
+    shutil.copytree(fresh, partial)
+    for path in (partial / "results").rglob("seed1.json"):
+        path.unlink()
+    with pytest.raises(FactorbenchError, match="lacks; .* --restore"):
+        collect(plan, partial, out, **QUIET)
+    # runs of another plan are left out; a tampered run fails its checksum
+    other = tmp_path / "other"
+    shutil.copytree(out, other)
+    doc = json.loads((other / "square-lsbd-v1" / "vae.json").read_text())
+    (other / "square-lsbd-v1" / "vae.json").write_text(json.dumps({**doc, "plan": "another"}))
+    lines = []
+    restore(plan, tmp_path / "fresh2", other, echo=lines.append)
+    assert any("not written by a sweep of plan tiny" in line for line in lines)
+    assert not (tmp_path / "fresh2" / "results" / "square-lsbd-v1").exists()
+    doc["runs"][1]["metrics"]["d_lsbd"]["scalars"]["score"] += 0.1
+    (other / "square-lsbd-v1" / "vae.json").write_text(json.dumps(doc))
+    with pytest.raises(FactorbenchError, match="was edited"):
+        restore(plan, tmp_path / "fresh3", other, **QUIET)
+    assert cli(["sweep", plan.source, "--dir", str(tmp_path / "fresh4"), "--restore", str(out)]) == 0
+    assert "restored 4 results" in capsys.readouterr().out
+    assert cli(["sweep", plan.source, "--restore", str(out), "--collect"]) == 2
 
 
 def _wait_for(predicate, timeout: float = 120.0, process: subprocess.Popen | None = None) -> None:
