@@ -7,7 +7,7 @@ A run directory holds
 - ``checkpoint.safetensors``: the last checkpoint (weights, optimiser and generator state, step);
 - ``log.csv``: losses averaged over each logging interval, wall time, steps/s;
 - ``weights.safetensors``: the final weights; ``samples.png``: reconstructions and latent traversals;
-- ``DONE``: written last (JSON: steps, wall time, device, precision, versions). A run with ``DONE``
+- ``DONE``: written last (JSON: steps, wall and CPU time, threads, device, precision, versions). A run with ``DONE``
   is complete and is never retrained.
 """
 
@@ -114,8 +114,9 @@ class RunEncoder:
             "budget": {"steps": self.step, "batch_size": self.config.batch_size, "planned_steps": self.config.steps},
             # a snapshot of a run still training (a learning curve) has no DONE record yet: "finished" says so
             "trained": {"finished": finished,
-                        **{k: (info["done"] or {}).get(k) for k in ("wall_time_s", "device", "precision",
-                                                                    "torch_version", "package_version")}},
+                        **{k: (info["done"] or {}).get(k) for k in ("wall_time_s", "cpu_time_s", "threads", "device",
+                                                                    "precision", "torch_version",
+                                                                    "package_version")}},
         }
 
     def __call__(self, images: np.ndarray) -> tuple[np.ndarray, np.ndarray] | np.ndarray:

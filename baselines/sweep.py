@@ -583,7 +583,7 @@ class JobStatus:
     step: int | None = None
     #: steps the run had before the sweep first ran the job (trained elsewhere: no CPU time counted)
     external_steps: int = 0
-    #: its results were restored from reference files (:func:`restore`): CPU time unknown here
+    #: its results were restored from reference files (:func:`restore`), not run in this directory
     restored: bool = False
 
 
@@ -666,7 +666,7 @@ def format_status(plan: Plan, statuses: Sequence[JobStatus], sweep_dir: Path, ve
     lines = [f"plan {plan.name} (hash {plan.hash()[:12]}), sweep directory {sweep_dir}",
              f"{len(statuses)} job{'s' if len(statuses) != 1 else ''}: "
              + ", ".join(f"{counts[s]} {s}" for s in STATES)
-             + (f" ({restored} of the done restored from reference files: their CPU time is not counted)"
+             + (f" ({restored} of the done restored from reference files, not counted in the time spent)"
                 if restored else ""),
              f"CPU time spent: {spent / 3600:.2f} h (wall {sum(s.wall_s for s in ran) / 3600:.2f} h); "
              + ("estimate for the rest: " + (f"{estimate / 3600:.2f} CPU h" if estimate is not None else
@@ -791,7 +791,8 @@ def restore(plan: Plan, sweep_dir: str | os.PathLike | None = None, source: str 
     Only runs of this plan are restored, each checked (schema and checksum) and only where its job still
     asks for what it ran (config hash, protocol, dataset spec and split, as for any result of the sweep);
     an existing result is never replaced. A job whose every protocol is restored gets a record marked
-    ``restored``: its CPU time is not known here, so the status estimate does not use it."""
+    ``restored``, with the training's CPU time where the run recorded it (runs trained before factorbench
+    recorded it count none, and the status estimate leaves them out)."""
     from factorbench.benchmark.results import REFERENCE_DIR, _parse_result
 
     sweep_dir = Path(sweep_dir) if sweep_dir is not None else default_sweep_dir(plan)
@@ -838,7 +839,8 @@ def restore(plan: Plan, sweep_dir: str | os.PathLike | None = None, source: str 
         _atomic_write(path, json.dumps({
             "job": job.id, "index": job.index, "config_hash": job.config.hash(),
             "plan_hash": training["sweep"]["plan_hash"], "run_hash": training.get("run_hash"),
-            "state": "done", "error": "", "attempts": 0, "steps": job.config.steps, "cpu_s": 0.0,
+            "state": "done", "error": "", "attempts": 0, "steps": job.config.steps,
+            "cpu_s": float(training.get("trained", {}).get("cpu_time_s") or 0.0),
             "wall_s": float(training.get("trained", {}).get("wall_time_s", 0.0))
             + sum(float(r["training"]["sweep"].get("evaluation_wall_time_s", 0.0)) for r in runs),
             "restored": str(source), "host": training["sweep"].get("host", ""),

@@ -297,11 +297,12 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
     dtype = PRECISIONS[precision]
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
 
-    start, wall_before = 0, 0.0
+    start, wall_before, cpu_before = 0, 0.0, 0.0
     ckpt = run_dir / CHECKPOINT
     if resume and ckpt.is_file():
         start, extra = load_checkpoint(ckpt, model, optimizers, generator)
         wall_before = float(extra.get("wall_time_s", 0.0))
+        cpu_before = float(extra.get("cpu_time_s") or 0.0)
         if extra.get("scaler"):
             scaler.load_state_dict(extra["scaler"])
     log = _CsvLog(run_dir / LOG, keep_until=start if resume else None)
@@ -309,13 +310,14 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
 
     def checkpoint(step: int, wall: float) -> None:
         save_checkpoint(ckpt, model, optimizers, generator, step,
-                        {"wall_time_s": wall, "scaler": scaler.state_dict() if scaler.is_enabled() else None,
+                        {"wall_time_s": wall, "cpu_time_s": cpu_before + time.process_time() - cpu_start,
+                         "scaler": scaler.state_dict() if scaler.is_enabled() else None,
                          "device": str(device), "precision": precision})
 
     sums: dict[str, torch.Tensor] = {}
     counts: dict[str, int] = {}
     count, step = 0, start
-    t_start = time.perf_counter()
+    t_start, cpu_start = time.perf_counter(), time.process_time()
     t_interval, step_interval = t_start, start
     last_ckpt = t_start
 
@@ -386,7 +388,8 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
 
         model.eval()
         write_samples(model, data, run_dir / SAMPLES, device=device)
-    done = {"steps": step, "wall_time_s": wall, "steps_per_s": rate, "device": str(device),
+    done = {"steps": step, "wall_time_s": wall, "cpu_time_s": cpu_before + time.process_time() - cpu_start,
+            "steps_per_s": rate, "device": str(device),
             "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or
             platform.machine(), "precision": precision, "threads": torch.get_num_threads(),
             "torch_version": torch.__version__, "package_version": package_version(),

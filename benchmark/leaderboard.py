@@ -162,8 +162,10 @@ def _provenance(run: EvaluationResult) -> list[tuple[str, str]]:
                  ("budget", f"{(training.get('budget') or {}).get('steps', '')} steps of batch "
                             f"{(training.get('budget') or {}).get('batch_size', '')}"),
                  ("trained on", f"{trained.get('device', '')} ({trained.get('precision', '')}), "
-                                f"{float(trained.get('wall_time_s', 0.0)) / 60:.1f} min, torch "
-                                f"{trained.get('torch_version', '')}")]
+                                f"{float(trained.get('wall_time_s', 0.0)) / 60:.1f} min"
+                                + (f" ({float(trained['cpu_time_s']) / 60:.1f} CPU min, {trained.get('threads')} "
+                                   "threads)" if trained.get("cpu_time_s") else "")
+                                + f", torch {trained.get('torch_version', '')}")]
     else:
         rows.append(("training", "none (a reference encoder)"))
     warnings = [f"{label}: {w}" for label, entry in run.metrics.items() for w in entry.get("result", {}).get("warnings", ())]

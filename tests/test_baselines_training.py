@@ -90,10 +90,16 @@ def test_resume_is_bit_identical(generated, tmp_path, model):
         **{**QUIET.__dict__, "stop_after": 17}))
     assert first.status == "stopped" and first.step == 17
     assert not (tmp_path / "split" / "weights.safetensors").exists()
+    with open(tmp_path / "split" / "checkpoint.safetensors", "rb") as fh:  # the header's metadata
+        cpu_first = json.loads(json.loads(fh.read(int.from_bytes(fh.read(8), "little")))["__metadata__"]["extra"])[
+            "cpu_time_s"]
     with pytest.raises(FactorbenchError, match="--resume"):
         train(config, generated("square"), tmp_path / "split", options=QUIET)
     second = train(config, generated("square"), tmp_path / "split", resume=True, options=QUIET)
     assert whole.status == second.status == "finished"
+    # the CPU time of both parts adds up in the run's record, as the wall time does
+    done = json.loads((tmp_path / "split" / "DONE").read_text())
+    assert 0 < cpu_first < done["cpu_time_s"] and done["threads"] >= 1
     a, b = _weights(tmp_path / "whole"), _weights(tmp_path / "split")
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
     log_a = (tmp_path / "whole" / "log.csv").read_text().splitlines()
