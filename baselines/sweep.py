@@ -780,7 +780,6 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
     return written
 
 
-
 # --------------------------------------------------------------------------------------------- restore
 
 def restore(plan: Plan, sweep_dir: str | os.PathLike | None = None, source: str | os.PathLike | None = None,
