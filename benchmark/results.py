@@ -455,6 +455,8 @@ def format_table(table: ScoresTable, fmt: str = "md") -> str:
     (``latex``; booktabs). ↑: higher is better, ↓: lower is better; ± is the sample standard deviation
     (n - 1) over runs; a row whose plan asks for more seeds than have finished shows "2 of 3" runs."""
     def cell(mean: float, std: float | None, digits: int = 3) -> str:
+        if math.isnan(mean):  # a scalar the row's metric did not report (e.g. one that needs a posterior)
+            return "n/a"
         return f"{mean:.{digits}f}" if std is None else f"{mean:.{digits}f} ± {std:.{digits}f}"
 
     def name(row: Any) -> str:
@@ -487,6 +489,8 @@ def format_table(table: ScoresTable, fmt: str = "md") -> str:
             return text.replace("_", r"\_").replace("#", r"\#").replace("%", r"\%").replace("&", r"\&")
 
         def tcell(mean: float, std: float | None) -> str:
+            if math.isnan(mean):
+                return "n/a"
             return f"{mean:.3f}" if std is None else f"{mean:.3f} $\\pm$ {std:.3f}"
 
         arrows = {"higher": r"$\uparrow$", "lower": r"$\downarrow$"}

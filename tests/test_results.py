@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import pytest
 
@@ -156,3 +157,17 @@ def test_user_results_are_added_beside_the_reference_rows(results, folder, tmp_p
     assert code == 2 and "both hold results of model 'pca'" in err
     code, _, err = _scores(capsys, TABLE.name, "--dir", str(ref), "--add", str(tmp_path / "absent.json"))
     assert code == 2 and "no such file" in err
+
+
+def test_a_scalar_a_row_lacks_reads_n_a_not_nan(folder):
+    """A metric that skipped a model (e.g. one that needs a posterior, for PCA) leaves its column empty of
+    numbers: 'n/a' in Markdown and LaTeX, as on the leaderboard, never 'nan ± nan'."""
+    table = scores_table(TABLE, folder)
+    rows = tuple((model, n, ((math.nan, math.nan),) + cells[1:], same) if model == "pca" else (model, n, cells, same)
+                 for model, n, cells, same in table.rows)
+    table = dataclasses.replace(table, rows=rows)
+    for fmt in ("md", "latex"):
+        text = format_table(table, fmt)
+        assert "nan" not in text
+        pca_line = next(line for line in text.splitlines() if line.lstrip("| ").startswith("pca"))
+        assert "n/a" in pca_line and pca_line.count("n/a") == 1
