@@ -115,7 +115,7 @@ class RunEncoder:
             # a snapshot of a run still training (a learning curve) has no DONE record yet: "finished" says so
             "trained": {"finished": finished,
                         **{k: (info["done"] or {}).get(k) for k in ("wall_time_s", "cpu_time_s", "threads", "device",
-                                                                    "precision", "torch_version",
+                                                                    "device_name", "precision", "torch_version",
                                                                     "package_version")}},
         }
 

@@ -161,7 +161,9 @@ def _provenance(run: EvaluationResult) -> list[tuple[str, str]]:
                                    f"{data.get('spec_hash', '')}, images sha256 {data.get('images_sha256', '')}"),
                  ("budget", f"{(training.get('budget') or {}).get('steps', '')} steps of batch "
                             f"{(training.get('budget') or {}).get('batch_size', '')}"),
-                 ("trained on", f"{trained.get('device', '')} ({trained.get('precision', '')}), "
+                 ("trained on", f"{trained.get('device', '')}"
+                                + (f" {trained['device_name']}" if trained.get("device_name") else "")
+                                + f" ({trained.get('precision', '')}), "
                                 f"{float(trained.get('wall_time_s', 0.0)) / 60:.1f} min"
                                 + (f" ({float(trained['cpu_time_s']) / 60:.1f} CPU min, {trained.get('threads')} "
                                    "threads)" if trained.get("cpu_time_s") else "")

@@ -109,7 +109,10 @@ def test_a_trained_model_page_names_its_config_plan_and_seed(tmp_path):
         run["metrics"]["d_lsbd"]["scalars"]["score"] = run["metrics"]["d_lsbd"]["result"]["score"] = value
         run["training"] = {"config_hash": f"{seed}" * 64, "config": {"model": "vae", "params": {"seed": seed}},
                            "sweep": {"plan": "my-plan", "plan_hash": "ab" * 32, "job": f"my-vae/square/seed{seed}",
-                                     "seed": seed, "dataset": "square"}}
+                                     "seed": seed, "dataset": "square"},
+                           "trained": {"device": "cpu", "device_name": "Some CPU Model", "precision": "bf16",
+                                       "wall_time_s": 120.0, "cpu_time_s": 90.0, "threads": 1,
+                                       "torch_version": "2.13.0+cpu"}}
         from factorbench.benchmark.results import EvaluationResult
 
         run.pop("checksum", None)
@@ -122,6 +125,7 @@ def test_a_trained_model_page_names_its_config_plan_and_seed(tmp_path):
     assert [r[0] for r in _table(out / "square-lsbd-v1" / "my-vae.html", "runs")[1:]] == ["seed 0", "seed 1"]
     assert "my-plan (hash " + "ab" * 32 in text and "0" * 64 in text and "1" * 64 in text
     assert "my-vae/square/seed1" in text
+    assert "cpu Some CPU Model (bf16), 2.0 min (1.5 CPU min, 1 threads), torch 2.13.0+cpu" in text
     # the plan is not shipped: the page says its settings were not checked
     assert "is not shipped with factorbench" in (out / "square-lsbd-v1" / "index.html").read_text()
 
