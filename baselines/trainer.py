@@ -52,22 +52,6 @@ class TrainingInterrupted(FactorbenchError):
     exit_status = 130
 
 
-def cpu_model_name() -> str:
-    """The CPU's model name (Linux: /proc/cpuinfo's "model name"), else the platform's processor or machine.
-
-    CPU time per step depends on it (bf16 matrix units, AVX-512), so run records keep it beside the time.
-    """
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and value.strip():
-                    return value.strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 @dataclass(frozen=True)
 class TrainOptions:
     """How to train (not what: that is the config). None of these changes the run's hash."""
@@ -100,12 +84,29 @@ class TrainResult:
     steps_per_s: float
 
 
-def _cpu_has_bf16() -> bool:
+def _cpuinfo() -> str:
+    """Linux's /proc/cpuinfo, or "" where there is none."""
     try:
-        flags = Path("/proc/cpuinfo").read_text()
+        return Path("/proc/cpuinfo").read_text()
     except OSError:
-        return False
+        return ""
+
+
+def _cpu_has_bf16() -> bool:
+    flags = _cpuinfo()
     return " amx_bf16" in flags or " avx512_bf16" in flags
+
+
+def cpu_model_name() -> str:
+    """The CPU's model name (/proc/cpuinfo's "model name"), else the platform's processor or machine.
+
+    CPU time per step depends on it (bf16 matrix units, AVX-512), so run records keep it beside the time.
+    """
+    for line in _cpuinfo().splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and value.strip():
+            return value.strip()
+    return platform.processor() or platform.machine()
 
 
 def choose_device(requested: str) -> torch.device:
