@@ -41,11 +41,21 @@ class EvalContext:
     classes: np.ndarray | None
     kinds: tuple[str, ...]
     grid_shape: tuple[int, ...] | None
+    #: the file row of each code row when the protocol scores a sub-grid of the file (None: every row)
+    file_rows: np.ndarray | None = None
+    #: the factors of that sub-grid (their grid values), for the intervention metrics' sampler
+    grid_factors: tuple[Any, ...] | None = None
 
     def rows(self, split: str) -> np.ndarray:
+        """Code rows of ``split`` ("all": every code row); on a sub-grid, the split's rows inside it."""
         if split == "all":
             return np.arange(len(self.mu))
-        return np.asarray(self.dataset.split_indices(split))
+        rows = np.asarray(self.dataset.split_indices(split))
+        if self.file_rows is None:
+            return rows
+        from .subgrid import positions_in
+
+        return positions_in(self.file_rows, rows)
 
     def role_rows(self, call: MetricCall, role: str) -> np.ndarray:
         if role not in call.data:
@@ -156,7 +166,7 @@ def _grid_sampler(ctx: EvalContext) -> Any:
 
     if ctx.grid_shape is None:
         raise NotApplicable("intervention metrics need a full grid dataset (or a generator sampler)")
-    return GridSampler(ctx.dataset.spec.factors, ctx.grid_codes())
+    return GridSampler(ctx.grid_factors or ctx.dataset.spec.factors, ctx.grid_codes())
 
 
 @adapter("beta_vae_score")

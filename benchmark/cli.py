@@ -192,11 +192,17 @@ def _protocols(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset-path", action="store_true",
                    help="prepare the protocol's dataset in the cache (generating it on first use) and print its "
                    "path: encode its images in file order to evaluate precomputed codes with --codes")
+    p.add_argument("--eval-rows", metavar="NPY", default=None,
+                   help="prepare the protocol's dataset and write the file rows it scores (its evaluation sub-grid, "
+                   "or every row) to NPY: codes of exactly these rows, in this order, are accepted by --codes")
+    p.add_argument("--force", action="store_true", help="overwrite the --eval-rows file if it exists")
     p.add_argument("--source", metavar="PATH", default=None, help="local data for protocols that need it")
 
     def run(args: argparse.Namespace) -> int:
         from .protocols import get_protocol, list_protocols
 
+        if args.name is None and (args.dataset_path or args.eval_rows):
+            raise FactorbenchError("--dataset-path and --eval-rows need a protocol name (see `factorbench protocols`)")
         if args.name is None:
             for name, description in list_protocols().items():
                 print(f"{name:<22} {description}")
@@ -206,6 +212,23 @@ def _protocols(p: argparse.ArgumentParser) -> None:
             from .cache import prepare_dataset
 
             print(prepare_dataset(protocol.dataset, source=args.source))
+            return 0
+        if args.eval_rows:
+            import numpy as np
+
+            from factorbench.generators.outputs import check_output_file
+
+            from .cache import prepare_dataset
+            from .evaluation import evaluation_rows
+
+            out = Path(args.eval_rows)
+            if out.suffix != ".npy":
+                raise FactorbenchError(f"--eval-rows {out}: name a .npy file (numpy.save writes that format)")
+            check_output_file(out, args.force, "--eval-rows")
+            with load(prepare_dataset(protocol.dataset, source=args.source)) as ds:
+                rows = evaluation_rows(protocol, ds)
+            np.save(out, rows)
+            print(f"wrote {out}: {len(rows)} file rows of {protocol.dataset.generator} scored by {protocol.name}")
             return 0
         print(f"# {protocol.name}  hash {protocol.hash()}")
         print(protocol.to_json(indent=2))

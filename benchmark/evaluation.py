@@ -27,8 +27,9 @@ from .dataset import load
 from .encoders import describe_encoder, encode, load_encoder
 from .protocols import Protocol, get_protocol
 from .results import EvaluationResult, better_direction
+from .subgrid import subgrid_factors, subgrid_rows, subgrid_size
 
-__all__ = ["check_codes", "evaluate", "load_codes"]
+__all__ = ["check_codes", "evaluate", "evaluation_rows", "evaluation_size", "load_codes"]
 
 
 _NPY_MAGIC = b"\x93NUMPY"
@@ -74,9 +75,36 @@ def load_codes(path: str | os.PathLike) -> tuple[Any, np.ndarray | None]:
                            "(and optionally 'indices')")
 
 
-def check_codes(codes: Any, n: int, indices: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
+def _rows_of(codes: Any) -> int | None:
+    """Number of rows of the user's codes (an array or a (mu, logvar) pair), None if it has no shape."""
+    first = codes[0] if isinstance(codes, (tuple, list)) and len(codes) == 2 else codes
+    shape = getattr(first, "shape", None)
+    return int(shape[0]) if shape else None
+
+
+def evaluation_size(protocol: str | Protocol, *, source: str | os.PathLike | None = None) -> int:
+    """How many samples a protocol scores: its evaluation sub-grid, or every sample of its file."""
+    from .cache import dataset_spec
+
+    protocol = get_protocol(protocol)
+    ref = protocol.dataset
+    if not ref.eval_grid:
+        return expected_rows(ref, source=source)
+    return subgrid_size(dataset_spec(ref, source).factors, ref.eval_grid)
+
+
+def evaluation_rows(protocol: str | Protocol, dataset: Any) -> np.ndarray:
+    """The rows of the protocol's dataset file (loaded) that it encodes and scores, in file order."""
+    protocol = get_protocol(protocol)
+    step = protocol.dataset.eval_grid
+    return subgrid_rows(dataset.factor_classes, step) if step else np.arange(len(dataset))
+
+
+def check_codes(codes: Any, n: int, indices: Any = None, *,
+                subgrid: int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """The user's codes checked against a dataset file of ``n`` images (one row per image: numeric,
-    2-D, finite) and put in file order (``indices``: the file row of each code row)."""
+    2-D, finite) and put in file order (``indices``: the file row of each code row). ``subgrid``: the
+    size of the protocol's evaluation sub-grid, named in the error about a wrong number of rows."""
     from .encoders import to_numpy
 
     if isinstance(codes, (tuple, list)) and len(codes) == 2:
@@ -94,9 +122,12 @@ def check_codes(codes: Any, n: int, indices: Any = None) -> tuple[np.ndarray, np
             raise FactorbenchError(f"the {name} given have shape {a.shape}; give an array of shape (N, D): one row "
                                    f"per image of the protocol's dataset (N = {n}), one column per code dimension")
         if a.shape[0] != n:
+            also = ("" if subgrid is None else
+                    f", or one row per image of its evaluation sub-grid ({subgrid} rows, in file order; "
+                    "`factorbench protocols NAME --eval-rows OUT.npy` writes their file rows)")
             raise FactorbenchError(f"the {name} given have {a.shape[0]} rows, but the protocol's dataset has {n} "
-                                   "images: give one row per image (`factorbench protocols NAME --dataset-path` "
-                                   "prints the file, in whose order the rows go)")
+                                   f"images: give one row per image{also} (`factorbench protocols NAME "
+                                   "--dataset-path` prints the file, in whose order the rows go)")
         if a.shape[1] < 1:
             raise FactorbenchError(f"the {name} given have no columns; give at least one code dimension")
         if not np.isfinite(a).all():
@@ -143,7 +174,14 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
     calls = protocol.metrics if only is None else tuple(protocol.metric(label) for label in only)
     if codes is not None:  # before any data is generated
         n = expected_rows(protocol.dataset, source=source, directory=data_dir)
-        mu, logvar = check_codes(codes, n, indices)
+        m = evaluation_size(protocol, source=source)
+        rows_given = _rows_of(codes)
+        if m != n and rows_given == m and indices is None:
+            mu, logvar = check_codes(codes, m)  # codes of the evaluation sub-grid only, in file order
+            codes_cover = "subgrid"
+        else:
+            mu, logvar = check_codes(codes, n, indices, subgrid=None if m == n else m)
+            codes_cover = "file"
     else:
         encoder = load_encoder(encoder)
     timings: dict[str, float] = {}
@@ -153,7 +191,10 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
     state = file_state(path)
     timings["prepare_dataset"] = time.perf_counter() - t0
     with load(path) as ds:
-        rows = np.arange(len(ds))
+        step = protocol.dataset.eval_grid
+        rows = subgrid_rows(ds.factor_classes, step) if step else np.arange(len(ds))
+        if codes is not None and step and codes_cover == "file":
+            mu, logvar = mu[rows], None if logvar is None else logvar[rows]
         t0 = time.perf_counter()
         training: dict[str, Any] = {}
         if codes is not None:
@@ -166,8 +207,14 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
                 encoder.fit(ds.split(fit_split).images if fit_split else ds.images)
             mu, logvar = encode(encoder, ds, rows, batch_size=batch_size, progress=progress)
         timings["encode"] = time.perf_counter() - t0
-        ctx = EvalContext(ds, mu, logvar, ds.factors, ds.factor_classes, ds.factor_kinds,
-                          tuple(len(f.values) for f in ds.spec.factors) if ds.spec.is_grid else None)
+        if step:
+            grid_factors = subgrid_factors(ds.spec.factors, step, f"protocol {protocol.name}")
+            ctx = EvalContext(ds, mu, logvar, ds.factors[rows], ds.factor_classes[rows] // np.asarray(step),
+                              ds.factor_kinds, tuple(len(f.values) for f in grid_factors), file_rows=rows,
+                              grid_factors=grid_factors)
+        else:
+            ctx = EvalContext(ds, mu, logvar, ds.factors, ds.factor_classes, ds.factor_kinds,
+                              tuple(len(f.values) for f in ds.spec.factors) if ds.spec.is_grid else None)
         metrics: dict[str, dict[str, Any]] = {}
         skipped: dict[str, str] = {}
         for call in calls:
@@ -183,7 +230,7 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
             scalars = {k: (v if math.isfinite(v) else None) for k, v in result.scalars().items()}
             metrics[call.label] = {"metric": call.metric, "scalars": scalars, "result": result.to_dict()}
         pin = protocol.reference_images or None
-        dataset_info = {"spec_hash": ds.spec.hash(), "factor_names": list(ds.spec.factor_names), "sha256": hashes,
+        dataset_info = {"spec_hash": ds.spec.hash(), "rows_scored": int(len(rows)), "factor_names": list(ds.spec.factor_names), "sha256": hashes,
                         "renderer": ds.manifest.get("renderer", ""), "reference_images_sha256": pin,
                         "same_images_as_reference": None if pin is None else hashes["images"] == pin}
         if hashes != dict(ds.manifest["sha256"]):

@@ -32,7 +32,13 @@ def _canonical(mapping: Mapping[str, Any]) -> dict[str, Any]:
 class DatasetRef:
     """The dataset a protocol runs on: generator name, parameters (``{}`` = defaults), seed, size
     (None = the generator's default, the full grid for grid sets) and the split presets to add to
-    the file (e.g. correlated-factor presets; see ``factorbench info DATASET``)."""
+    the file (e.g. correlated-factor presets; see ``factorbench info DATASET``).
+
+    ``eval_grid`` (grid datasets only; ``()`` = every sample) is one stride per factor: the metrics run
+    on the sub-grid of the file's samples whose class of factor k is a multiple of ``eval_grid[k]``
+    (:mod:`factorbench.benchmark.subgrid`). Models still train on the whole file; only the sub-grid is
+    encoded, so a protocol on a 737,280-image grid can score a model in seconds, with exact
+    interventions (every sub-grid point has its image)."""
 
     generator: str
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -41,14 +47,21 @@ class DatasetRef:
     extra_splits: tuple[str, ...] = ()
     #: the dataset reads outside data (ModelNet40, COIL-100): evaluate needs ``source=PATH`` once
     needs_source: bool = False
+    eval_grid: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", _canonical(self.params))
         object.__setattr__(self, "extra_splits", tuple(self.extra_splits))
+        object.__setattr__(self, "eval_grid", tuple(self.eval_grid))
+        if any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in self.eval_grid):
+            raise FactorbenchError(f"eval_grid must hold positive integer strides, one per factor; got {self.eval_grid}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"generator": self.generator, "params": dict(self.params), "seed": self.seed, "n": self.n,
-                "extra_splits": list(self.extra_splits), "needs_source": self.needs_source}
+        out = {"generator": self.generator, "params": dict(self.params), "seed": self.seed, "n": self.n,
+               "extra_splits": list(self.extra_splits), "needs_source": self.needs_source}
+        if self.eval_grid:  # only where set, so the protocols written before it keep their hashes
+            out["eval_grid"] = list(self.eval_grid)
+        return out
 
 
 @dataclass(frozen=True)
@@ -120,6 +133,11 @@ class Protocol:
             raise FactorbenchError(f"protocol {self.name}: headline {self.headline.label!r} is not one of its metrics")
         if not self.name.endswith(f"-v{self.version}"):
             raise FactorbenchError(f"protocol {self.name}: the name must end in -v{self.version}")
+        if self.dataset.eval_grid:
+            from ..subgrid import subgrid_factors
+
+            subgrid_factors(generators.get(self.dataset.generator, self.dataset.params).factors(),
+                            self.dataset.eval_grid, f"protocol {self.name}")  # raises when it does not fit
         available = set(self.split_names()) | {"all"}
         for call in self.metrics:
             for role, names in call.data.items():
