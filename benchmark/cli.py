@@ -103,7 +103,8 @@ def _info(p: argparse.ArgumentParser) -> None:
 @command("generate", "render a dataset into an HDF5 file (resumes an interrupted run)")
 def _generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="dataset name (see `factorbench list`)")
-    p.add_argument("--out", required=True, metavar="FILE", help="output HDF5 file")
+    p.add_argument("--out", metavar="FILE", help="output HDF5 file (default NAME.h5, with the parameters given, "
+                   "e.g. dsprites-variant-color.h5)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--n", type=int, default=None, help="number of samples (grid datasets: the full grid)")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="generator parameter (repeatable)")
@@ -121,12 +122,22 @@ def _generate(p: argparse.ArgumentParser) -> None:
     def run(args: argparse.Namespace) -> int:
         params = parse_param_assignments(args.param)
         shard = generators.Shard.parse(args.shard) if args.shard else None
-        written = generators.generate(args.name, args.out, params=params, seed=args.seed, n=args.n,
+        out = args.out or default_output_name(args.name, params)
+        written = generators.generate(args.name, out, params=params, seed=args.seed, n=args.n,
                                       force=args.force, shard=shard, batch_size=args.batch_size,
                                       progress=not args.quiet, backend=args.backend, source=args.source)
         print(f"wrote {written}")
         return 0
     p.set_defaults(run=run)
+
+
+def default_output_name(name: str, params: dict[str, str]) -> str:
+    """``NAME.h5``, or ``NAME-KEY-VALUE[-...].h5`` with the parameters given (characters other than letters,
+    digits, dots and minus signs become underscores)."""
+    import re
+
+    parts = [name] + [f"{k}-{v}" for k, v in sorted(params.items())]
+    return re.sub(r"[^A-Za-z0-9.\-]", "_", "-".join(parts)) + ".h5"
 
 
 @command("merge", "join shard files written with `generate --shard` into one dataset file")

@@ -15,30 +15,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from factorbench.generators.errors import FactorbenchError
-from factorbench.generators.factors import Factor
+from factorbench.generators.factors import Factor, subgrid_factors
 
 __all__ = ["subgrid_factors", "subgrid_rows", "subgrid_size", "positions_in"]
-
-
-def subgrid_factors(factors: Sequence[Factor], step: Sequence[int], owner: str = "eval_grid") -> tuple[Factor, ...]:
-    """The factors of the sub-grid: factor k keeps ``values[::step[k]]`` (at least two values). Raises a
-    clear error when ``step`` does not fit the factors (a non-grid factor, a wrong length, too coarse)."""
-    factors = tuple(factors)
-    if len(step) != len(factors):
-        raise FactorbenchError(f"{owner}: eval_grid has {len(step)} strides but the dataset has {len(factors)} factors "
-                               f"({', '.join(f.name for f in factors)}); give one stride per factor")
-    out = []
-    for f, s in zip(factors, step):
-        if not f.is_grid:
-            raise FactorbenchError(f"{owner}: eval_grid needs grid factors; {f.name!r} is not one")
-        values = f.values[::s]
-        if len(values) < 2:
-            raise FactorbenchError(f"{owner}: stride {s} leaves {len(values)} value of factor {f.name!r} "
-                                   f"({len(f.values)} values); use at most {len(f.values) - 1}")
-        out.append(Factor(f.name, f.kind, low=f.low, high=f.high, values=values, period=f.period,
-                          description=f.description))
-    return tuple(out)
 
 
 def subgrid_size(factors: Sequence[Factor], step: Sequence[int]) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -98,3 +99,29 @@ class Factor:
         per = f", period {self.period:.4g}" if self.period is not None else ""
         desc = f"  {self.description}" if self.description else ""
         return f"{self.name:<18} {self.kind:<11} {dom}{per}{desc}"
+
+
+def subgrid_factors(factors: Sequence[Factor], step: Sequence[int], owner: str = "step") -> tuple[Factor, ...]:
+    """The factors of a sub-grid: factor k keeps ``values[::step[k]]`` (at least two values). Raises a
+    clear error when ``step`` does not fit the factors (a non-grid factor, a wrong length, too coarse).
+
+    Used by the large grid datasets' ``step`` parameter (a smaller file of the same images) and by a
+    protocol's evaluation sub-grid (:mod:`factorbench.benchmark.subgrid`)."""
+    factors = tuple(factors)
+    step = tuple(step)
+    if any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in step):
+        raise FactorbenchError(f"{owner}: strides must be positive integers, one per factor; got {step}")
+    if len(step) != len(factors):
+        raise FactorbenchError(f"{owner}: {len(step)} strides given but the dataset has {len(factors)} factors "
+                               f"({', '.join(f.name for f in factors)}); give one stride per factor")
+    out = []
+    for f, s in zip(factors, step):
+        if f.values is None:
+            raise FactorbenchError(f"{owner}: strides need grid factors; {f.name!r} is not one")
+        values = f.values[::s]
+        if len(values) < 2:
+            raise FactorbenchError(f"{owner}: stride {s} leaves {len(values)} value of factor {f.name!r} "
+                                   f"({len(f.values)} values); use at most {len(f.values) - 1}")
+        out.append(Factor(f.name, f.kind, low=f.low, high=f.high, values=values, period=f.period,
+                          description=f.description))
+    return tuple(out)

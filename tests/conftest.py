@@ -12,6 +12,32 @@ import pytest
 from factorbench.generators import Factor, Generator, get, write_dataset
 
 SMALL_IID_N = 600
+#: grid datasets with more samples than this are checked on a sub-grid of themselves (their ``step``
+#: parameter: the same images at every k-th value of each factor), at most about SMALL_GRID_N samples
+LARGE_GRID_N = 50_000
+SMALL_GRID_N = 3_000
+
+
+def small_grid_step(gen: Generator, target: int = SMALL_GRID_N) -> tuple[int, ...]:
+    """Strides that thin a large grid to at most ``target`` samples: repeatedly halve the factor with the
+    most values left (the later one on ties), never below two values."""
+    sizes = [len(f.values) for f in gen.factors()]
+    step = [1] * len(sizes)
+    left = lambda k: -(-sizes[k] // step[k])  # noqa: E731  (ceil)
+    while int(np.prod([left(k) for k in range(len(sizes))])) > target:
+        k = max((k for k in range(len(sizes)) if left(k) > 2), key=lambda k: (left(k), k), default=None)
+        if k is None:
+            break
+        step[k] = -(-sizes[k] // max(2, left(k) // 2))
+    return tuple(step)
+
+
+def shared_test_params(name: str) -> dict:
+    """Parameters the shared dataset tests use: the defaults, thinned to a sub-grid for large grids."""
+    gen = get(name)
+    if gen.is_grid and gen.full_size() > LARGE_GRID_N:
+        return {"step": small_grid_step(gen)}
+    return {}
 
 
 @dataclass(frozen=True)
@@ -56,7 +82,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory):
 
     def make(name: str) -> Path:
         if name not in cache:
-            gen = get(name)
+            gen = get(name, shared_test_params(name))
             n = None if gen.is_grid else SMALL_IID_N  # i.i.d. datasets: a small file of the same spec otherwise
             cache[name] = write_dataset(gen, root / f"{name}.h5", n=n, progress=False)
         return cache[name]

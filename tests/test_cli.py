@@ -258,3 +258,23 @@ def test_encoder_module_is_imported_from_the_current_directory(tmp_path, capsys,
                        "--only", "mig")
     assert code == 0, err
     assert load_result(tmp_path / "square-lsbd-v1.mymodels.enc.encode.json").code_dim == 3
+
+
+def test_generate_without_out_names_the_file_after_the_dataset_and_its_parameters(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, stdout, _ = run(capsys, "generate", "square", "--quiet")
+    assert code == 0 and (tmp_path / "square.h5").exists()
+    code, stdout, _ = run(capsys, "generate", "square", "--param", "side=8", "--quiet")
+    assert code == 0 and "wrote square-side-8.h5" in stdout
+    code, _, err = run(capsys, "generate", "square", "--quiet")
+    assert code == 2 and "square.h5 already exists" in err
+
+
+def test_eval_rows_writes_the_rows_a_protocol_scores(tmp_path, capsys, fresh_cache):
+    out = tmp_path / "rows.npy"
+    code, stdout, _ = run(capsys, "protocols", "square-lsbd-v1", "--eval-rows", str(out))
+    assert code == 0 and np.array_equal(np.load(out), np.arange(4096)) and "4096 file rows" in stdout
+    code, _, err = run(capsys, "protocols", "square-lsbd-v1", "--eval-rows", str(tmp_path / "rows.txt"))
+    assert code == 2 and ".npy" in err
+    code, _, err = run(capsys, "protocols", "--eval-rows", str(out))
+    assert code == 2 and "need a protocol name" in err

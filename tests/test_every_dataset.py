@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from factorbench.benchmark import load, verify
-from factorbench.generators import get, list_datasets
+from factorbench.generators import Shard, get, list_datasets, merge_shards, write_dataset
 
 from conftest import SMALL_IID_N
 
@@ -20,7 +20,7 @@ def ds(request, generated):
 
 class TestEveryDataset:
     def test_shapes_and_dtypes(self, ds):
-        gen = get(ds.spec.generator)
+        gen = get(ds.spec.generator, ds.spec.params)
         n, k = len(ds), len(ds.spec.factors)
         assert n == (gen.full_size() if gen.is_grid else SMALL_IID_N) and ds.images.shape == (n, *gen.image_shape)
         assert ds.images[:2].dtype == np.uint8
@@ -62,3 +62,14 @@ class TestEveryDataset:
         gen = get(ds.spec.generator, ds.spec.params)
         assert np.array_equal(gen.render(ds.factors[rows]), ds.images[rows])
         assert np.array_equal(gen.render(ds.factors[rows]), gen.render(ds.factors[rows]))
+
+    def test_batch_size_and_shards_do_not_change_the_data(self, ds, tmp_path):
+        """A file written in odd-sized batches, and one merged from three shards, hold the same data."""
+        gen = get(ds.spec.generator, ds.spec.params)
+        n = None if gen.is_grid else len(ds)
+        odd = write_dataset(gen, tmp_path / "odd.h5", seed=ds.spec.seed, n=n, batch_size=97, progress=False)
+        for i in range(3):
+            write_dataset(gen, tmp_path / "merged.h5", seed=ds.spec.seed, n=n, shard=Shard(i, 3), progress=False)
+        merged = merge_shards(tmp_path / "merged.h5", progress=False)
+        with load(odd) as a, load(merged) as b:
+            assert a.manifest["sha256"] == b.manifest["sha256"] == ds.manifest["sha256"]

@@ -52,7 +52,7 @@ def test_positions_in_keeps_order_and_repeats_and_drops_rows_outside():
     assert positions_in(rows, np.array([], dtype=np.int64)).tolist() == []
 
 
-@pytest.mark.parametrize("step, message", [((2,), "has 1 strides but the dataset has 2 factors"),
+@pytest.mark.parametrize("step, message", [((2,), "1 strides given but the dataset has 2 factors"),
                                            ((64, 1), "leaves 1 value of factor 'vertical_shift'")])
 def test_a_sub_grid_that_does_not_fit_is_refused_when_the_protocol_is_made(step, message):
     with pytest.raises(FactorbenchError, match=message):

@@ -1,21 +1,30 @@
-"""Generation time and file size of each dataset (the figures in DATASETS.md and the README).
+"""Generation time, memory and file size of each dataset (the figures in DATASETS.md and the README).
 
 For every registered dataset (or those named on the command line), writes the default file into a
 temporary directory ``--repeats`` times, each in a fresh Python process (so no cache carries over),
-with the progress bar off, and prints the median wall time, images/s and the file size. The time
-covers sampling, rendering, compression, hashing and the atomic rename: everything
-``factorbench generate NAME --out FILE`` does after start-up and imports.
+with the progress bar off, and prints the median wall time, images/s, the file size and the peak
+resident memory of the process. The time covers sampling, rendering, compression, hashing and the
+atomic rename: everything ``factorbench generate NAME --out FILE`` does after start-up and imports.
+
+Two reference runs in the same invocation put the figures in proportion:
+
+- ``writer``: the same number of images of the same shape, all black, written by the same writer (the
+  cost of compression, checksums and hashing alone); ``x writer`` is the dataset's time over it;
+- ``--memory``: a 1/16 shard of the dataset; ``rss ratio`` is the full run's peak memory over the
+  shard's (about 1 when memory does not grow with N).
 
 Run from the repository root::
 
-    python tests/perf/bench_generate.py                 # every dataset
-    python tests/perf/bench_generate.py square arrow    # some of them
+    python tests/perf/bench_generate.py                          # every dataset
+    python tests/perf/bench_generate.py square arrow             # some of them
+    python tests/perf/bench_generate.py dsprites --param variant=color --memory
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -23,42 +32,88 @@ import tempfile
 from pathlib import Path
 
 from factorbench.generators import get, list_datasets
+from factorbench.generators.params import parse_param_assignments
 
 ONE_RUN = """
-import sys, time
+import json, resource, sys, time
+import numpy as np
 from factorbench.generators import get, write_dataset
-gen = get(sys.argv[1])
+from factorbench.generators import writer
+name, out, params, mode, shard = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]
+gen = get(name, params)
 start = time.perf_counter()
-write_dataset(gen, sys.argv[2], progress=False)
-print(time.perf_counter() - start)
+if mode == "writer":  # the reference run: black images of the dataset's shape through the same writer
+    spec = gen.spec()
+    def source(a, b):
+        values, classes = gen.sample_factors(spec, a, b)
+        return values, classes, np.zeros((b - a, *spec.image_shape), np.uint8)
+    writer._write(writer.Path(out), spec, source, "black images", any(f.is_grid for f in spec.factors),
+                  force=False, shard=None, batch_size=writer.DEFAULT_BATCH_SIZE, progress=False, desc="")
+else:
+    write_dataset(gen, out, progress=False, shard=shard or None)
+print(time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 """
 
 
-def measure(name: str, repeats: int, workdir: Path) -> tuple[float, int, int]:
-    """(median seconds, images, file bytes) of writing dataset ``name`` ``repeats`` times."""
-    times, size = [], 0
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def measure(name: str, params: dict[str, str], repeats: int, workdir: Path, mode: str = "dataset",
+            shard: str = "") -> tuple[float, int, int, int]:
+    """(median seconds, images, file bytes, peak RSS bytes) of writing dataset ``name`` ``repeats`` times."""
+    import json
+
+    times, rss, size = [], 0, 0
     for r in range(repeats):
-        out = workdir / f"{name}-{r}.h5"
-        run = subprocess.run([sys.executable, "-c", ONE_RUN, name, str(out)], check=True, capture_output=True,
-                             text=True)
-        times.append(float(run.stdout.strip().splitlines()[-1]))
-        size = out.stat().st_size
-        out.unlink()
-    return statistics.median(times), get(name).full_size(), size
+        out = workdir / f"{name}-{mode}-{r}.h5"
+        run = subprocess.run([sys.executable, "-c", ONE_RUN, name, str(out), json.dumps(params), mode, shard],
+                             check=True, capture_output=True, text=True)
+        seconds, peak = run.stdout.strip().splitlines()[-1].split()
+        times.append(float(seconds))
+        rss = max(rss, int(peak))
+        written = next(workdir.glob(f"{out.name}*"))
+        size = written.stat().st_size
+        written.unlink()
+    gen = get(name, params)
+    n = gen.full_size() if not shard else (lambda a, b: b - a)(*_rows(gen.full_size(), shard))
+    return statistics.median(times), n, size, rss
+
+
+def _rows(n: int, shard: str) -> tuple[int, int]:
+    i, k = map(int, shard.split("/"))
+    return n * i // k, n * (i + 1) // k
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", help="datasets (default: all)")
+    parser.add_argument("names", nargs="*", help="datasets (default: all that need no outside data)")
+    parser.add_argument("--param", action="append", metavar="KEY=VALUE", help="generator parameter (repeatable)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--memory", action="store_true", help="also write a 1/16 shard and compare peak memory")
     args = parser.parse_args()
-    names = args.names or list(list_datasets())
-    print(f"{'dataset':<12} {'images':>8} {'median s':>9} {'images/s':>9} {'file MB':>8} {'bytes/img':>10}")
+    params = parse_param_assignments(args.param)
+    names = args.names or [n for n in list_datasets() if "source" not in get(n).options]
+    print(f"{'dataset':<12} {'images':>9} {'median s':>9} {'images/s':>9} {'x writer':>9} {'file MB':>8} "
+          f"{'bytes/img':>10} {'peak MB':>8}" + (f" {'rss ratio':>9}" if args.memory else ""))
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            seconds, n, size = measure(name, args.repeats, Path(tmp))
-            print(f"{name:<12} {n:>8} {seconds:>9.2f} {n / seconds:>9.0f} {size / 1e6:>8.2f} {size / n:>10.0f}")
-    print(f"(cpu count {os.cpu_count()}, repeats {args.repeats})")
+            seconds, n, size, rss = measure(name, params, args.repeats, Path(tmp))
+            writer_s, *_ = measure(name, params, 1, Path(tmp), mode="writer")
+            line = (f"{name:<12} {n:>9} {seconds:>9.2f} {n / seconds:>9.0f} {seconds / writer_s:>9.2f} "
+                    f"{size / 1e6:>8.1f} {size / n:>10.0f} {rss / 1e6:>8.0f}")
+            if args.memory:
+                *_, shard_rss = measure(name, params, 1, Path(tmp), shard="0/16")
+                line += f" {rss / shard_rss:>9.2f}"
+            print(line, flush=True)
+    print(f"({cpu_model()}, {os.cpu_count()} cores, repeats {args.repeats}"
+          + (f", params {params}" if params else "") + ")")
 
 
 if __name__ == "__main__":
