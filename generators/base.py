@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 
 from .errors import FactorbenchError
-from .factors import Factor
+from .factors import Factor, subgrid_factors
 from .params import params_to_dict, parse_params
 from .spec import DatasetSpec
 from .splits import RandomSplit, SplitSpec
@@ -31,6 +31,15 @@ SAMPLING_BLOCK = 4096
 @dataclass(frozen=True)
 class NoParams:
     """For generators without parameters."""
+
+
+@dataclass(frozen=True)
+class GridStepParams:
+    """Base of the parameters of the large grid datasets: ``step`` (one stride per factor; ``()`` = the
+    full grid) makes a smaller file of the same images, every ``step[k]``-th value of factor k
+    (:func:`factorbench.generators.factors.subgrid_factors`), e.g. for quick experiments and tests."""
+
+    step: tuple[int, ...] = ()
 
 
 class Generator(ABC):
@@ -59,6 +68,8 @@ class Generator(ABC):
         elif not isinstance(params, self.Params):
             raise FactorbenchError(f"{self.name}: params must be {self.Params.__name__}, got {type(params).__name__}")
         self.params = params
+        if getattr(params, "step", ()):
+            self.factors()  # a step that does not fit the factors fails here, before any work
 
     # -- what subclasses provide -------------------------------------------------------------
     @abstractmethod
@@ -81,6 +92,12 @@ class Generator(ABC):
     def default_splits(self, seed: int) -> tuple[SplitSpec, ...]:
         """The standard splits written into every file of this dataset."""
         return (RandomSplit(seed=seed),)
+
+    def stepped(self, factors: tuple[Factor, ...]) -> tuple[Factor, ...]:
+        """``factors`` thinned by the ``step`` parameter (for generators whose Params derive from
+        :class:`GridStepParams`; their ``factors()`` returns ``self.stepped(full grid factors)``)."""
+        step = getattr(self.params, "step", ())
+        return subgrid_factors(factors, step, f"{self.name}: parameter step") if step else tuple(factors)
 
     # -- derived -----------------------------------------------------------------------------
     @property

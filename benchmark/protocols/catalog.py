@@ -6,6 +6,11 @@
 - ``teapot-dependent-v1``, ``square-dependent-v1``, ``arrow-dependent-v1``, ``airplane-dependent-v1``:
   Almudévar & Ortega 2025 (minimality, sufficiency, the classic metrics and single-code downstream
   accuracy, on independent and on correlated samples).
+- ``dsprites-dci-v1`` (and ``dsprites-color-dci-v1``, ``dsprites-noise-dci-v1``), ``shapes3d-dci-v1``,
+  ``mpi3d-toy-dci-v1``: disentanglement_lib's metric suite (Locatello et al. 2019) plus IRS, Do & Tran's
+  metrics and minimality/sufficiency, on an evaluation sub-grid of the standard sets;
+  ``dsprites-dependent-v1``, ``shapes3d-dependent-v1``, ``mpi3d-toy-dependent-v1``: Almudévar & Ortega on
+  the same sub-grids.
 """
 
 from __future__ import annotations
@@ -34,16 +39,64 @@ TONNAER = ("Tonnaer, Perez Rey, Menkovski, Holenderski & Portegies, Quantifying 
            "disentanglement, ICML 2022")
 ALMUDEVAR = "Almudévar & Ortega, Rethinking disentanglement under dependent factors of variation, 2025"
 
-#: sha256 of the images the reference rows (benchmark/reference/) were scored on, per generator with its
-#: default parameters and seed 0: the 3D sets rendered by the gl backend on Mesa llvmpipe (LLVM 15.0.6,
-#: Mesa 22.3.6); another renderer or driver gives other images and the result says so (METRICS.md)
+#: sha256 of the images the reference rows (benchmark/reference/) were scored on, per generator (or
+#: protocol prefix, for a dataset with parameters) with its default parameters and seed 0: the 3D sets
+#: rendered by the gl backend on Mesa llvmpipe (LLVM 15.0.6, Mesa 22.3.6); another renderer or driver
+#: gives other images and the result says so (METRICS.md)
 REFERENCE_IMAGES = {
     "square": "05f6f98c6c6d2ced844eb8c0077820e0ac51f98495e1ca35ee3fe7e7b16b9142",
     "arrow": "9d15507d8ebd6cfb165b545b9c4cb6c08541789c1d8a1c4068fd2b7f872e850d",
     "airplane": "a867ce0944d1524105134b5846a32813ddba15539574ce6283a3ab354810c499",
     "objects": "2fd8afc526882f1098b23e70f8539b6313d5e99d5c1b0d2d52678294a4b538e0",
     "teapot": "a2a15a87a4b06e017f0e2986fea40fd816b0b2e6c9e4e94c1d72cdb4dbf14de1",
+    "mpi3d-toy": "cf4cf3bc3b40b7866addd32621a5c345d798a50a228221ae08d1f77ecd97b497",
 }
+
+LOCATELLO = ("Locatello et al., Challenging common assumptions in the unsupervised learning of disentangled "
+             "representations, ICML 2019 (disentanglement_lib's metric suite)")
+
+#: evaluation sub-grids of the large standard grids (one stride per factor, see ``DatasetRef.eval_grid``):
+#: dSprites every 4th orientation, posX and posY (3 x 6 x 10 x 8 x 8 = 11,520 of 737,280 images);
+#: Shapes3D every 2nd hue, scale and view angle (5 x 5 x 5 x 4 x 4 x 8 = 16,000 of 480,000); MPI3D-toy
+#: every 13th position of each joint (6 x 6 x 2 x 3 x 3 x 4 x 4 = 10,368 of 1,036,800)
+EVAL_GRIDS = {
+    "dsprites": (1, 1, 4, 4, 4),
+    "shapes3d": (2, 2, 2, 2, 1, 2),
+    "mpi3d-toy": (1, 1, 1, 1, 1, 13, 13),
+}
+
+
+def _classic(name: str, generator: str, params: dict | None = None, stand_in: bool = False) -> Protocol:
+    """disentanglement_lib's metric suite (plus IRS, Do & Tran's and minimality/sufficiency) on a standard set."""
+    from factorbench.benchmark.subgrid import subgrid_size
+
+    step = EVAL_GRIDS[generator]
+    gen = generators.get(generator, params or {})
+    readout = {"train": "train", "validation": "validation", "test": "test"}
+    everything = {"eval": "all"}
+    metrics = (
+        _call("dci", "dci", readout, {"regressor": "forest", **DCI_GRIDS}),
+        _call("beta_vae", "beta_vae_score", {}),
+        _call("factor_vae", "factor_vae_score", {}),
+        _call("mig", "mig", everything),
+        _call("sap", "sap", everything),
+        _call("modularity", "modularity", everything),
+        _call("explicitness", "explicitness", everything),
+        _call("irs", "irs", everything),
+        _call("do_tran", "do_tran", everything),
+        _call("wsepin", "wsepin", everything),
+        _call("minimality_sufficiency", "minimality_sufficiency", everything),
+    )
+    size = subgrid_size(gen.factors(), step)
+    return Protocol(
+        f"{name}-dci-v1", 1,
+        f"{generator}{'' if not params else ' ' + ' '.join(f'{k}={v}' for k, v in params.items())}"
+        f"{' (a regenerated stand-in)' if stand_in else ''}: DCI (forest), BetaVAE, FactorVAE, MIG, SAP, "
+        f"modularity, explicitness, IRS, Do & Tran, minimality/sufficiency on a {size:,}-image sub-grid of "
+        f"{gen.full_size():,}",
+        DatasetRef(generator, params or {}, eval_grid=step), metrics, Headline("dci", "disentanglement"),
+        LOCATELLO, REFERENCE_IMAGES.get(name, ""))
+
 
 #: the correlated-factor presets of the dependent-factor protocols, where a dataset's factors allow them
 DEPENDENT_PRESETS = ("single", "double-0.1", "triple", "confounded")
@@ -93,7 +146,7 @@ def _lsbd(name: str, generator: str, per_object: bool = False, needs_source: boo
         REFERENCE_IMAGES.get(generator, ""))
 
 
-def _dependent(generator: str) -> Protocol:
+def _dependent(generator: str, eval_grid: tuple[int, ...] = (), stand_in: bool = False) -> Protocol:
     factors = generators.get(generator).factors()
     presets = tuple(p for p in DEPENDENT_PRESETS if p in applicable_presets(factors))
     grid = all(f.is_grid for f in factors)
@@ -110,12 +163,19 @@ def _dependent(generator: str) -> Protocol:
             _call(f"{label}.irs", "irs", data, max_samples=cap),
             _call(f"{label}.downstream", "single_code_accuracy", data, max_samples=cap),
         ]
+    where = ""
+    if eval_grid:
+        from factorbench.benchmark.subgrid import subgrid_size
+
+        where = f", on a {subgrid_size(factors, eval_grid):,}-image sub-grid of {generators.get(generator).full_size():,}"
     return Protocol(
         f"{generator}-dependent-v1", 1,
-        f"Almudévar & Ortega: {generator}, minimality, sufficiency, MIG, SAP, modularity, IRS and single-code "
-        f"accuracy on independent and correlated ({', '.join(presets)}) samples",
-        DatasetRef(generator, extra_splits=presets), tuple(metrics),
-        Headline("independent.minimality_sufficiency", "sufficiency"), ALMUDEVAR, REFERENCE_IMAGES[generator])
+        f"Almudévar & Ortega: {generator}{' (a regenerated stand-in)' if stand_in else ''}, minimality, "
+        f"sufficiency, MIG, SAP, modularity, IRS and single-code accuracy on independent and correlated "
+        f"({', '.join(presets)}) samples{where}",
+        DatasetRef(generator, extra_splits=presets, eval_grid=eval_grid), tuple(metrics),
+        Headline("independent.minimality_sufficiency", "sufficiency"), ALMUDEVAR,
+        REFERENCE_IMAGES.get(generator, ""))
 
 
 register(_teapot_dci())
@@ -126,3 +186,5 @@ register(_lsbd("modelnet40", "modelnet40", per_object=True, needs_source=True))
 register(_lsbd("coil100", "coil100", per_object=True, needs_source=True))
 for _name in ("teapot", "square", "arrow", "airplane"):
     register(_dependent(_name))
+register(_classic("mpi3d-toy", "mpi3d-toy", stand_in=True))
+register(_dependent("mpi3d-toy", EVAL_GRIDS["mpi3d-toy"], stand_in=True))
