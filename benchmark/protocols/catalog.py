@@ -49,6 +49,10 @@ REFERENCE_IMAGES = {
     "airplane": "a867ce0944d1524105134b5846a32813ddba15539574ce6283a3ab354810c499",
     "objects": "2fd8afc526882f1098b23e70f8539b6313d5e99d5c1b0d2d52678294a4b538e0",
     "teapot": "a2a15a87a4b06e017f0e2986fea40fd816b0b2e6c9e4e94c1d72cdb4dbf14de1",
+    "dsprites": "b978bdd9c56919592d575ba7f7dc4fc7fa2c47b3d11d2d3957ec0424e4e07c3d",
+    "dsprites-color": "326f697118b9e8b29923a472701e59f38a8b1c00150c3c18488f9ddd935783e6",
+    "dsprites-noise": "b648c884bba148ed3bb8361f3f37edc59823e5ef21a51019cd9d794f8d539a6e",
+    "shapes3d": "54d2df840cfd45eae23ed77c3c7bccd66ff90099292c935a22830d6ede9202cd",
     "mpi3d-toy": "cf4cf3bc3b40b7866addd32621a5c345d798a50a228221ae08d1f77ecd97b497",
 }
 
@@ -186,5 +190,11 @@ register(_lsbd("modelnet40", "modelnet40", per_object=True, needs_source=True))
 register(_lsbd("coil100", "coil100", per_object=True, needs_source=True))
 for _name in ("teapot", "square", "arrow", "airplane"):
     register(_dependent(_name))
+register(_classic("dsprites", "dsprites"))
+register(_classic("dsprites-color", "dsprites", {"variant": "color"}))
+register(_classic("dsprites-noise", "dsprites", {"variant": "noise"}))
+register(_dependent("dsprites", EVAL_GRIDS["dsprites"]))
+register(_classic("shapes3d", "shapes3d"))
+register(_dependent("shapes3d", EVAL_GRIDS["shapes3d"]))
 register(_classic("mpi3d-toy", "mpi3d-toy", stand_in=True))
 register(_dependent("mpi3d-toy", EVAL_GRIDS["mpi3d-toy"], stand_in=True))
