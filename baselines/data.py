@@ -43,7 +43,8 @@ def resolve_dataset(dataset: str | os.PathLike, *, source: str | os.PathLike | N
     from factorbench.benchmark.protocols import PROTOCOLS
     from factorbench.benchmark.protocols.base import DatasetRef
 
-    refs = [p.dataset for p in PROTOCOLS.values() if p.dataset.generator == name]
+    # the copy with the generator's default parameters first (dsprites, not its colour or noise variant)
+    refs = sorted((p.dataset for p in PROTOCOLS.values() if p.dataset.generator == name), key=lambda r: bool(r.params))
     ref = DatasetRef(name, refs[0].params, refs[0].seed, refs[0].n, needs_source=refs[0].needs_source) if refs \
         else DatasetRef(name)
     return prepare_dataset(ref, source=source, progress=progress)

@@ -281,7 +281,7 @@ def _evaluate(p: argparse.ArgumentParser) -> None:
 
         from factorbench.generators.outputs import check_output_dir, check_output_file
 
-        from .evaluation import check_codes, evaluate, load_codes
+        from .evaluation import evaluate, load_codes
         from .protocols import get_protocol
 
         # everything that can be checked is checked before any data is generated or encoded
@@ -301,10 +301,10 @@ def _evaluate(p: argparse.ArgumentParser) -> None:
             raise FactorbenchError(f"--batch-size must be positive, got {args.batch_size}")
         codes, indices = (None, None)
         if args.codes:
-            from .cache import expected_rows
+            from .evaluation import check_protocol_codes
 
             codes, indices = load_codes(args.codes)
-            codes, logvar = check_codes(codes, expected_rows(protocol.dataset, source=args.source), indices)
+            codes, logvar, _ = check_protocol_codes(protocol, codes, indices, source=args.source)
             codes, indices = (codes if logvar is None else (codes, logvar)), None  # now in file order
         else:
             from .encoders import load_encoder

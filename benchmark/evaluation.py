@@ -29,7 +29,7 @@ from .protocols import Protocol, get_protocol
 from .results import EvaluationResult, better_direction
 from .subgrid import subgrid_factors, subgrid_rows, subgrid_size
 
-__all__ = ["check_codes", "evaluate", "evaluation_rows", "evaluation_size", "load_codes"]
+__all__ = ["check_codes", "check_protocol_codes", "evaluate", "evaluation_rows", "evaluation_size", "load_codes"]
 
 
 _NPY_MAGIC = b"\x93NUMPY"
@@ -91,6 +91,22 @@ def evaluation_size(protocol: str | Protocol, *, source: str | os.PathLike | Non
     if not ref.eval_grid:
         return expected_rows(ref, source=source)
     return subgrid_size(dataset_spec(ref, source).factors, ref.eval_grid)
+
+
+def check_protocol_codes(protocol: str | Protocol, codes: Any, indices: Any = None, *,
+                         source: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None
+                         ) -> tuple[np.ndarray, np.ndarray | None, str]:
+    """The user's codes for ``protocol`` checked (see :func:`check_codes`) without generating its data:
+    ``(mu, logvar, covers)`` with ``covers`` ``"file"`` (one row per image of the file, put in file order)
+    or ``"subgrid"`` (one row per image of the protocol's evaluation sub-grid, in file order)."""
+    protocol = get_protocol(protocol)
+    n = expected_rows(protocol.dataset, source=source, directory=data_dir)
+    m = evaluation_size(protocol, source=source)
+    if m != n and _rows_of(codes) == m and indices is None:
+        mu, logvar = check_codes(codes, m)
+        return mu, logvar, "subgrid"
+    mu, logvar = check_codes(codes, n, indices, subgrid=None if m == n else m)
+    return mu, logvar, "file"
 
 
 def evaluation_rows(protocol: str | Protocol, dataset: Any) -> np.ndarray:
@@ -173,15 +189,7 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
         raise FactorbenchError(f"batch_size must be positive, got {batch_size}")
     calls = protocol.metrics if only is None else tuple(protocol.metric(label) for label in only)
     if codes is not None:  # before any data is generated
-        n = expected_rows(protocol.dataset, source=source, directory=data_dir)
-        m = evaluation_size(protocol, source=source)
-        rows_given = _rows_of(codes)
-        if m != n and rows_given == m and indices is None:
-            mu, logvar = check_codes(codes, m)  # codes of the evaluation sub-grid only, in file order
-            codes_cover = "subgrid"
-        else:
-            mu, logvar = check_codes(codes, n, indices, subgrid=None if m == n else m)
-            codes_cover = "file"
+        mu, logvar, codes_cover = check_protocol_codes(protocol, codes, indices, source=source, data_dir=data_dir)
     else:
         encoder = load_encoder(encoder)
     timings: dict[str, float] = {}

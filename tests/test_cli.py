@@ -278,3 +278,23 @@ def test_eval_rows_writes_the_rows_a_protocol_scores(tmp_path, capsys, fresh_cac
     assert code == 2 and ".npy" in err
     code, _, err = run(capsys, "protocols", "--eval-rows", str(out))
     assert code == 2 and "need a protocol name" in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["generate", "dsprites", "--param", "variant=colour"], "variant must be one of plain, color, noise"),
+    (["generate", "shapes3d", "--param", "step=2,2"], "2 strides given but the dataset has 6 factors"),
+    (["generate", "mpi3d-toy", "--param", "step=1,1,1,1,1,40,1"], "stride 40 leaves 1 value of factor"),
+])
+def test_standard_sets_refuse_bad_parameters_before_any_work(tmp_path, capsys, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and message in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_codes_of_another_set_are_refused_before_its_data_is_generated(tmp_path, capsys, fresh_cache):
+    codes = tmp_path / "shapes3d-codes.npy"
+    np.save(codes, np.zeros((16_000, 10)))  # one row per image of shapes3d's evaluation sub-grid
+    code, _, err = run(capsys, "evaluate", "dsprites-dci-v1", "--codes", str(codes), "--out", str(tmp_path / "r.json"))
+    assert code == 2 and "737280 images" in err and "evaluation sub-grid (11520 rows" in err
+    assert not fresh_cache.exists()
