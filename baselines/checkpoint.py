@@ -15,7 +15,8 @@ from safetensors.torch import load, save
 
 from factorbench.generators.errors import FactorbenchError
 
-__all__ = ["atomic_write_bytes", "load_checkpoint", "load_weights", "save_checkpoint", "save_weights"]
+__all__ = ["atomic_write_bytes", "load_checkpoint", "load_weights", "noise_seed_after_device_change", "save_checkpoint",
+           "save_weights"]
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -84,9 +85,23 @@ def save_checkpoint(path: Path, model: torch.nn.Module, optimizers: dict[str, to
     atomic_write_bytes(path, save(tensors, metadata=metadata))
 
 
+def noise_seed_after_device_change(noise_seed: int, step: int) -> int:
+    """The seed of the noise generator of a run resumed at ``step`` on another kind of device than the one
+    that wrote its checkpoint: a CPU generator's state (5,056 bytes) and a CUDA generator's (16 bytes) cannot
+    be converted, so the stream is restarted from (noise seed, step), deterministically."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([noise_seed, step]).generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
 def load_checkpoint(path: Path, model: torch.nn.Module, optimizers: dict[str, torch.optim.Optimizer],
-                    generator: torch.Generator) -> tuple[int, dict[str, Any]]:
-    """Restore a checkpoint in place; returns (next step, extra)."""
+                    generator: torch.Generator, noise_seed: int | None = None) -> tuple[int, dict[str, Any]]:
+    """Restore a checkpoint in place; returns (next step, extra).
+
+    The noise generator's state is restored when the checkpoint was written on the same kind of device
+    (``extra["device"]``, and a state of the same size); on another kind it is re-seeded with
+    :func:`noise_seed_after_device_change` (``noise_seed`` required) and ``extra["noise"]`` says
+    ``"reseeded"``: the run continues, but is no longer bit-identical to one that never changed device."""
     tensors, metadata = _read(path)
     try:
         step = int(metadata["step"])
@@ -107,5 +122,15 @@ def load_checkpoint(path: Path, model: torch.nn.Module, optimizers: dict[str, to
             index, slot = key.split("/", 1)
             state.setdefault(int(index), {})[slot] = value
         opt.load_state_dict({"state": state, "param_groups": optim_meta[group]["param_groups"]})
-    generator.set_state(tensors["rng/noise"])
+    saved = tensors["rng/noise"]
+    saved_kind = str(extra.get("device") or generator.device.type).split(":")[0]
+    if saved_kind == generator.device.type and saved.numel() == generator.get_state().numel():
+        generator.set_state(saved)
+        extra["noise"] = "restored"
+    elif noise_seed is None:
+        raise FactorbenchError(f"{path} was written on a {saved_kind} device; its noise generator's state cannot be "
+                               f"restored on {generator.device.type}: resume on a {saved_kind} device")
+    else:
+        generator.manual_seed(noise_seed_after_device_change(noise_seed, step))
+        extra["noise"] = "reseeded"
     return step, extra

@@ -290,6 +290,10 @@ def _to_device(raw: Any, device: torch.device, channels_last: bool) -> Any:
     return images(raw)
 
 
+def _device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model_name()
+
+
 def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path, device: torch.device,
            precision: str, resume: bool, options: TrainOptions, draw: Any = None) -> TrainResult:
     from tqdm import tqdm
@@ -310,18 +314,25 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
     groups = family.groups(model, config)
     optimizers = {name: opt for name, (_, opt) in groups.items()}
     generator = torch.Generator(device=device)
-    generator.manual_seed(config.seed + 0x5EED)
+    noise_seed = config.seed + 0x5EED
+    generator.manual_seed(noise_seed)
     dtype = PRECISIONS[precision]
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
 
     start, wall_before, cpu_before = 0, 0.0, 0.0
     ckpt = run_dir / CHECKPOINT
+    segments: list[dict[str, Any]] = []  # one per start or resume: from which step, on what, in which precision
+    noise = "seeded"
     if resume and ckpt.is_file():
-        start, extra = load_checkpoint(ckpt, model, optimizers, generator)
+        start, extra = load_checkpoint(ckpt, model, optimizers, generator, noise_seed)
         wall_before = float(extra.get("wall_time_s", 0.0))
         cpu_before = float(extra.get("cpu_time_s") or 0.0)
+        segments = list(extra.get("segments") or [])
+        noise = extra["noise"]
         if extra.get("scaler"):
             scaler.load_state_dict(extra["scaler"])
+    segments.append({"from_step": start, "device": str(device), "device_name": _device_name(device),
+                     "precision": precision, "noise": noise})
     log = _CsvLog(run_dir / LOG, keep_until=start if resume else None)
     stop_at = config.steps if options.stop_after is None else min(config.steps, options.stop_after)
 
@@ -329,7 +340,7 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
         save_checkpoint(ckpt, model, optimizers, generator, step,
                         {"wall_time_s": wall, "cpu_time_s": cpu_before + time.process_time() - cpu_start,
                          "scaler": scaler.state_dict() if scaler.is_enabled() else None,
-                         "device": str(device), "precision": precision})
+                         "device": str(device), "precision": precision, "segments": segments})
 
     sums: dict[str, torch.Tensor] = {}
     counts: dict[str, int] = {}
@@ -406,9 +417,8 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
         model.eval()
         write_samples(model, data, run_dir / SAMPLES, device=device)
     done = {"steps": step, "wall_time_s": wall, "cpu_time_s": cpu_before + time.process_time() - cpu_start,
-            "steps_per_s": rate, "device": str(device),
-            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model_name(),
-            "precision": precision, "threads": torch.get_num_threads(),
+            "steps_per_s": rate, "device": str(device), "device_name": _device_name(device),
+            "precision": precision, "threads": torch.get_num_threads(), "segments": segments,
             "torch_version": torch.__version__, "package_version": package_version(),
             "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     atomic_write_bytes(run_dir / DONE, json.dumps(done, indent=1, sort_keys=True).encode())

@@ -326,3 +326,68 @@ def test_cli_train_then_evaluate_the_run(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "again.png").stat().st_size > 0
     assert cli(["show-run", "runs/b", "--out", "again.png"]) == 2
     assert "--force" in capsys.readouterr().err
+
+
+def _rewrite_checkpoint(path: Path, noise_state: "torch.Tensor", device: str) -> None:
+    """The checkpoint as a run on ``device`` would have written it: its noise generator's state and device."""
+    import torch  # noqa: F401
+    from safetensors.torch import load, save
+
+    data = path.read_bytes()
+    metadata = json.loads(data[8:8 + int.from_bytes(data[:8], "little")])["__metadata__"]
+    tensors = load(data)
+    tensors["rng/noise"] = noise_state
+    extra = json.loads(metadata["extra"])
+    extra["device"] = device
+    for segment in extra["segments"]:
+        segment["device"] = device
+    metadata["extra"] = json.dumps(extra)
+    path.write_bytes(save(tensors, metadata=metadata))
+
+
+def _other_kind_of_device(run: Path) -> tuple[str, "torch.Tensor"]:
+    """A device of the other kind than the one ``run`` trains on, and a noise state as it would write it: a
+    CUDA generator's (16 bytes) for a CPU run, a CPU generator's (5,056 bytes) for a CUDA run."""
+    import torch
+
+    data = (run / "checkpoint.safetensors").read_bytes()
+    extra = json.loads(json.loads(data[8:8 + int.from_bytes(data[:8], "little")])["__metadata__"]["extra"])
+    if extra["device"].startswith("cuda"):
+        return "cpu", torch.Generator().get_state()
+    return "cuda:0", torch.zeros(16, dtype=torch.uint8)
+
+
+def test_a_checkpoint_from_another_kind_of_device_resumes_with_a_reseeded_noise_stream(generated, tmp_path):
+    """A CUDA generator's state (16 bytes) cannot be set on a CPU generator, nor the reverse: the resumed run
+    re-seeds its noise from (seed, step), deterministically, and records every segment (step, device,
+    precision, noise)."""
+    from factorbench.baselines.checkpoint import noise_seed_after_device_change
+
+    config = _tiny("vae", steps=30)
+    stop = QUIET.__class__(**{**QUIET.__dict__, "stop_after": 12})
+    runs = []
+    for name in ("a", "b"):
+        train(config, generated("square"), tmp_path / name, options=stop)
+        other, state = _other_kind_of_device(tmp_path / name)
+        _rewrite_checkpoint(tmp_path / name / "checkpoint.safetensors", state, other)
+        runs.append(train(config, generated("square"), tmp_path / name, resume=True, options=QUIET))
+    assert [r.status for r in runs] == ["finished", "finished"]
+    a, b = _weights(tmp_path / "a"), _weights(tmp_path / "b")
+    assert all(np.array_equal(a[k], b[k]) for k in a)  # the reseeded stream is a function of (seed, step)
+    train(config, generated("square"), tmp_path / "whole", options=QUIET)
+    whole = _weights(tmp_path / "whole")
+    assert not all(np.array_equal(a[k], whole[k]) for k in a)  # ... but another stream than the uninterrupted run's
+    segments = json.loads((tmp_path / "a" / "DONE").read_text())["segments"]
+    assert [(s["from_step"], s["noise"]) for s in segments] == [(0, "seeded"), (12, "reseeded")]
+    assert segments[0]["device"] == other and segments[1]["device"].split(":")[0] != other.split(":")[0]
+    assert segments[1]["precision"]
+    assert noise_seed_after_device_change(7, 12) != noise_seed_after_device_change(7, 13)
+
+
+def test_a_same_device_resume_records_its_segments(generated, tmp_path):
+    config = _tiny("vae", steps=20)
+    train(config, generated("square"), tmp_path / "run", options=QUIET.__class__(**{**QUIET.__dict__, "stop_after": 8}))
+    train(config, generated("square"), tmp_path / "run", resume=True, options=QUIET)
+    segments = json.loads((tmp_path / "run" / "DONE").read_text())["segments"]
+    assert [(s["from_step"], s["noise"]) for s in segments] == [(0, "seeded"), (8, "restored")]
+    assert segments[0]["device"] == segments[1]["device"] and segments[0]["precision"] == segments[1]["precision"]
