@@ -33,7 +33,7 @@ The scene (world units: the ring's outer radius is 1; z is up; the cameras look 
   the cameras, j = 39 right and a little towards them). The second joint (``horizontal_axis``) turns the
   rod about a horizontal axis: at position i the rod leaves the pivot at ``180 i / 39`` degrees from the
   horizontal direction opposite the arm's azimuth, through vertical (i = 19.5) to horizontal along the
-  azimuth (i = 39). Both spans are 180 degrees, the rounded fit (195 and 171 degrees fitted freely).
+  azimuth (i = 39). Both spans are 180 degrees, the rounded fit (193.5 and 171 degrees fitted freely).
 - Object: its base sits at the rod's end, its axis (cone and pyramid apex, cylinder and prism axis)
   along the rod, outwards, its other axes turned with the joints. Cube edge :data:`OBJECT_SIZES`
   (large / small = sqrt 2: the original's large objects cover twice the pixels of its small ones); cone
