@@ -124,7 +124,10 @@ class _TorchModule:
 
     def __init__(self, module: Any) -> None:
         self.module = module
-        self.description = f"torch module {type(module).__module__}.{type(module).__qualname__}"
+        encode_method = getattr(module, "encode", None)
+        self._call = encode_method if callable(encode_method) else module
+        via = ".encode" if callable(encode_method) else ""
+        self.description = f"torch module {type(module).__module__}.{type(module).__qualname__}{via}"
 
     def __call__(self, images: np.ndarray) -> Any:
         import torch
@@ -136,24 +139,45 @@ class _TorchModule:
         x = torch.from_numpy(np.ascontiguousarray(images)).to(device).permute(0, 3, 1, 2).float() / 255.0
         self.module.eval()
         with torch.no_grad():
-            return self.module(x)
+            return self._call(x)
 
 
 def _is_torch_module(obj: Any) -> bool:
     return any(f"{c.__module__}.{c.__name__}" == "torch.nn.modules.module.Module" for c in type(obj).__mro__)
 
 
-def _is_factory(obj: Any) -> bool:
-    """A class, or a function that takes no required argument: called once to build the encoder."""
-    if isinstance(obj, type):
-        return True
-    if not callable(obj):
-        return False
+def _required_arguments(obj: Any) -> list[str] | None:
+    """Names of the arguments calling ``obj`` requires (None when its signature cannot be read)."""
     try:
         params = inspect.signature(obj).parameters.values()
     except (TypeError, ValueError):
-        return False
-    return not any(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+        return None
+    return [p.name for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD,
+                                                                          p.KEYWORD_ONLY)]
+
+
+def _is_factory(obj: Any) -> bool:
+    """A class, or a function that takes no required argument: called once to build the encoder (an encoder
+    itself takes the images)."""
+    if isinstance(obj, type):
+        return True
+    return callable(obj) and not _is_torch_module(obj) and _required_arguments(obj) == []
+
+
+def _build(factory: Any, what: str) -> Any:
+    """The encoder a factory (a class, or a function without required arguments) returns, with clear errors."""
+    name = getattr(factory, "__qualname__", type(factory).__qualname__)
+    if isinstance(factory, type):
+        required = _required_arguments(factory)
+        if required:
+            raise FactorbenchError(
+                f"{what}: {name} is a class whose constructor needs {', '.join(required)}; factorbench calls a class "
+                f"with no arguments to build the encoder. Give a function that builds it instead, e.g. "
+                f"def encoder(): return {name}(...), or an instance (from Python)")
+    try:
+        return factory()
+    except Exception as exc:
+        raise FactorbenchError(f"{what}: building the encoder, {name}() raised {type(exc).__name__}: {exc}") from exc
 
 
 def _load_run(run_dir: str) -> Any:
@@ -200,9 +224,9 @@ def load_encoder(spec: Any) -> Any:
             if not hasattr(obj, part):
                 raise FactorbenchError(f"--encoder {spec!r}: {module_name} has no attribute {attr!r}")
             obj = getattr(obj, part)
-        if _is_factory(obj):
-            obj = obj()
-        spec = obj
+        spec = _build(obj, f"--encoder {spec!r}") if _is_factory(obj) else obj
+    elif _is_factory(spec):  # a class or an uncalled factory given from Python
+        spec = _build(spec, "the encoder given")
     if _is_torch_module(spec):
         return _TorchModule(spec)
     if not (callable(spec) or hasattr(spec, "encode_dataset")):
@@ -219,18 +243,42 @@ def describe_encoder(encoder: Any) -> str:
     return f"{getattr(encoder, '__module__', type(encoder).__module__)}.{name}"
 
 
+def _shape(x: Any) -> tuple[int, ...] | None:
+    shape = getattr(x, "shape", None)
+    return tuple(int(s) for s in shape) if shape is not None else None
+
+
+def _posterior_entries(out: tuple | list, n: int, what: str) -> tuple[Any, Any]:
+    """(mu, logvar) from a tuple an encoder returned: the two entries of one (n, D) shape, next to each other,
+    when no other entry has that shape, e.g. (mu, logvar), (reconstruction, mu, logvar) or (mu, logvar, kl).
+    Anything else is ambiguous, e.g. (z, mu, logvar), and refused."""
+    shapes = [_shape(x) for x in out]
+    codes = [i for i, s in enumerate(shapes) if s is not None and len(s) == 2 and s[0] == n]
+    if len(out) == 2 and len(codes) == 2 and shapes[0] != shapes[1]:
+        raise FactorbenchError(f"{what} returned (mu, logvar) of shapes {shapes[0]} and {shapes[1]}; they must match")
+    pairs = [(i, j) for i, j in zip(codes, codes[1:]) if j == i + 1 and shapes[i] == shapes[j]]
+    same = [i for i in codes if pairs and shapes[i] == shapes[pairs[0][0]]]
+    if len(pairs) == 1 and len(same) == 2:
+        return out[pairs[0][0]], out[pairs[0][1]]
+    listed = ", ".join("?" if s is None else str(s) for s in shapes)
+    raise FactorbenchError(
+        f"{what} returned a {type(out).__name__} of {len(out)} entries of shapes {listed} for {n} images; "
+        "factorbench takes codes (n, D), or (mu, logvar) as two arrays (n, D), also inside a longer tuple when no "
+        "other entry has their shape, e.g. (reconstruction, mu, logvar). This one is ambiguous: return codes or "
+        "(mu, logvar) from a function, or give a model with an encode method")
+
+
 def _check_batch(out: Any, n: int, what: str) -> tuple[np.ndarray, np.ndarray | None]:
-    if isinstance(out, (tuple, list)) and len(out) == 2:
-        mu, logvar = to_numpy(out[0]), to_numpy(out[1])
-        if mu.shape != logvar.shape:
-            raise FactorbenchError(f"{what} returned (mu, logvar) of shapes {mu.shape} and {logvar.shape}; they must match")
+    if isinstance(out, (tuple, list)):
+        first, second = _posterior_entries(out, n, what)
+        mu, logvar = to_numpy(first), to_numpy(second)
     else:
         mu, logvar = to_numpy(out), None
     for name, a in (("codes" if logvar is None else "mu", mu), ("logvar", logvar)):
         if a is None:
             continue
-        if a.dtype == object or not np.issubdtype(a.dtype, np.number):
-            raise FactorbenchError(f"{what} returned {name} of dtype {a.dtype}; return a float array (n, D)")
+        if a.dtype == object or not np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.complexfloating):
+            raise FactorbenchError(f"{what} returned {name} of dtype {a.dtype}; return a real float array (n, D)")
         if a.ndim != 2:
             raise FactorbenchError(f"{what} returned {name} of shape {a.shape} for {n} images; return an array of "
                                    "shape (n, D) (flatten the code)")
@@ -257,7 +305,14 @@ def encode(encoder: Any, dataset: Any, rows: np.ndarray, *, batch_size: int = 25
     for start in range(0, len(rows), batch_size):
         batch_rows = rows[start:start + batch_size]
         images = dataset.images[batch_rows]
-        mu, logvar = _check_batch(encoder(images), len(batch_rows), what)
+        try:
+            out = encoder(images)
+        except FactorbenchError:
+            raise
+        except Exception as exc:
+            raise FactorbenchError(f"{what} raised {type(exc).__name__} on a batch of {len(batch_rows)} images "
+                                   f"(uint8, shape {images.shape}): {exc}") from exc
+        mu, logvar = _check_batch(out, len(batch_rows), what)
         if mus and mu.shape[1] != mus[0].shape[1]:
             raise FactorbenchError(f"{what} returned {mu.shape[1]} code dimensions for one batch and "
                                    f"{mus[0].shape[1]} for another; the code size must be fixed")
