@@ -238,7 +238,8 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
             scalars = {k: (v if math.isfinite(v) else None) for k, v in result.scalars().items()}
             metrics[call.label] = {"metric": call.metric, "scalars": scalars, "result": result.to_dict()}
         pin = protocol.reference_images or None
-        dataset_info = {"spec_hash": ds.spec.hash(), "rows_scored": int(len(rows)), "factor_names": list(ds.spec.factor_names), "sha256": hashes,
+        dataset_info = {"spec_hash": ds.spec.hash(), "rows_scored": int(len(rows)),
+                        "factor_names": list(ds.spec.factor_names), "sha256": hashes,
                         "renderer": ds.manifest.get("renderer", ""), "reference_images_sha256": pin,
                         "same_images_as_reference": None if pin is None else hashes["images"] == pin}
         if hashes != dict(ds.manifest["sha256"]):

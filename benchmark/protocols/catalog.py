@@ -171,7 +171,8 @@ def _dependent(generator: str, eval_grid: tuple[int, ...] = (), stand_in: bool =
     if eval_grid:
         from factorbench.benchmark.subgrid import subgrid_size
 
-        where = f", on a {subgrid_size(factors, eval_grid):,}-image sub-grid of {generators.get(generator).full_size():,}"
+        full = generators.get(generator).full_size()
+        where = f", on a {subgrid_size(factors, eval_grid):,}-image sub-grid of {full:,}"
     return Protocol(
         f"{generator}-dependent-v1", 1,
         f"Almudévar & Ortega: {generator}{' (a regenerated stand-in)' if stand_in else ''}, minimality, "
