@@ -132,6 +132,22 @@ def _extra_splits(ref: DatasetRef, spec: DatasetSpec) -> list[SplitSpec]:
     return [resolve_split(name, spec.factors, partition) for name in ref.extra_splits]
 
 
+def _splits_of_every_protocol(ref: DatasetRef, spec: DatasetSpec) -> list[SplitSpec]:
+    """The extra splits of every registered protocol whose data is the same spec as ``ref``'s, ``ref``'s own
+    first: written into a cached file once, when it is built, so that protocols sharing the file never
+    need to write to it (a file another process reads cannot be opened for writing)."""
+    from .protocols import PROTOCOLS
+
+    names = list(ref.extra_splits)
+    for protocol in PROTOCOLS.values():
+        other = protocol.dataset
+        if other.generator == ref.generator and not other.needs_source and other.seed == ref.seed \
+                and other.n == ref.n and dataset_spec_params(other) == dataset_spec_params(ref):
+            names += [name for name in other.extra_splits if name not in names]
+    partition = default_partition(spec.splits, spec.seed)
+    return [resolve_split(name, spec.factors, partition) for name in names]
+
+
 def _check(ds: Dataset, gen: Any, spec: DatasetSpec, extra: list[SplitSpec]) -> None:
     """Factor values and split indices of ``ds`` equal the ones ``spec`` defines (exactly)."""
     if ds.spec.hash() != spec.hash():
@@ -213,7 +229,12 @@ def prepare_dataset(ref: DatasetRef, *, source: str | os.PathLike | None = None,
         _ensure_data_dir(directory)
         if progress:
             print(f"generating {ref.generator} ({spec.n} images) into {path} (first use; later runs reuse it)")
-        write_dataset(gen, path, seed=ref.seed, n=ref.n, progress=progress)
+        building = path.with_name(path.name + ".building")  # renamed to path with every protocol's splits in
+        if not building.exists():  # (an interrupted build resumes: write_dataset continues its .partial file)
+            write_dataset(gen, building, seed=ref.seed, n=ref.n, progress=progress)
+        for split in _splits_of_every_protocol(ref, spec):
+            add_split(building, split, force=True)
+        os.replace(building, path)
     with load(path) as ds:
         present = set(ds.split_names)
         renderer = str(ds.manifest.get("renderer", ""))

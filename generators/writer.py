@@ -365,7 +365,8 @@ def add_split(path: str | os.PathLike, split: SplitSpec, *, force: bool = False)
     try:
         f = h5py.File(path, "r+")
     except BlockingIOError:
-        raise FactorbenchError(f"{path} is open for writing by another process; try again when it is done") from None
+        raise FactorbenchError(f"{path} is open in another process (reading or writing it), and HDF5 lets no process "
+                               "write a file that others have open; try again when it is done") from None
     except OSError:
         f = ff.open_h5(str(path))  # raises the clear error for a missing or broken file
         f.close()

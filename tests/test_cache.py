@@ -85,3 +85,28 @@ def test_a_bad_cache_folder_is_a_clear_error(tmp_path, capsys, monkeypatch, wher
     err = capsys.readouterr().err
     assert code == 2 and message in err and "FACTORBENCH_DATA" in err
     assert not (tmp_path / "r.json").exists() and a_file.read_text() == "x"
+
+
+def test_a_cached_file_holds_the_splits_of_every_protocol_that_shares_it(tmp_path):
+    """Built for one protocol, the file already holds the correlated splits of the others on the same data,
+    so they read it without writing (and so can run beside a process that reads it)."""
+    import subprocess
+    import sys
+
+    from factorbench.benchmark.cache import file_state
+    from factorbench.benchmark.protocols import get_protocol
+
+    path = prepare_dataset(get_protocol("square-lsbd-v1").dataset, directory=tmp_path, progress=False)
+    with h5py.File(path, "r") as f:
+        assert {"correlated-single", "correlated-confounded"} <= set(f["splits"])
+    assert not list(tmp_path.glob("*.building*"))
+    before = file_state(path)
+    reader = subprocess.Popen([sys.executable, "-c", "import h5py, sys, time\nf = h5py.File(sys.argv[1], 'r')\n"
+                               "print('open', flush=True)\ntime.sleep(60)", str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout.readline().strip() == "open"
+        again = prepare_dataset(get_protocol("square-dependent-v1").dataset, directory=tmp_path, progress=False)
+    finally:
+        reader.kill()
+        reader.wait()
+    assert again == path and file_state(path) == before
