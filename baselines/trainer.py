@@ -362,7 +362,7 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
         sums, counts, count, t_interval, step_interval = {}, {}, 0, now, step
         return {**values, "steps_per_s": rate}
 
-    bar = tqdm(total=config.steps, initial=start, desc=f"{config.name}", unit="step", disable=not options.progress,
+    bar = tqdm(total=config.steps, initial=start, desc=f"{config.name}", unit="step", disable=None if options.progress else True,
                dynamic_ncols=True)
     with _stop_signals() as stop:
         try:

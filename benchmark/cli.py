@@ -380,7 +380,7 @@ def _leaderboard(p: argparse.ArgumentParser) -> None:
         from .leaderboard import build_site
 
         def progress(items: Any) -> Any:
-            return tqdm(items, desc="protocols", unit="protocol", disable=args.quiet)
+            return tqdm(items, desc="protocols", unit="protocol", disable=True if args.quiet else None)
 
         out = build_site(args.out, args.protocol, reference_dir=args.dir, plots=not args.no_plots, force=args.force,
                          progress=progress)

@@ -301,7 +301,7 @@ def encode(encoder: Any, dataset: Any, rows: np.ndarray, *, batch_size: int = 25
     if hasattr(encoder, "encode_dataset"):
         return _check_batch(encoder.encode_dataset(dataset, rows), len(rows), what)
     mus, logvars = [], []
-    bar = tqdm(total=len(rows), desc="encoding", unit="img", disable=not progress, leave=False)
+    bar = tqdm(total=len(rows), desc="encoding", unit="img", disable=None if progress else True, leave=False)
     for start in range(0, len(rows), batch_size):
         batch_rows = rows[start:start + batch_size]
         images = dataset.images[batch_rows]

@@ -170,7 +170,7 @@ def _open_partial(partial: Path, spec: DatasetSpec, start: int, stop: int, rende
 
 def _fill(f: h5py.File, source: BatchSource, start: int, stop: int, done: int, batch_size: int,
           progress: bool, desc: str) -> None:
-    with tqdm(total=stop - start, initial=done, unit="img", desc=desc, disable=not progress,
+    with tqdm(total=stop - start, initial=done, unit="img", desc=desc, disable=None if progress else True,
               file=sys.stderr, dynamic_ncols=True) as bar:
         for a, b in _batches(start + done, stop, batch_size):
             values, classes, images = source(a, b)
