@@ -127,9 +127,10 @@ def dataset_spec(ref: DatasetRef, source: str | os.PathLike | None = None) -> Da
     return _generator(ref, source, None).spec(ref.seed, ref.n)
 
 
-def _extra_splits(ref: DatasetRef, spec: DatasetSpec) -> list[SplitSpec]:
+def _extra_splits(ref: DatasetRef, spec: DatasetSpec, names: tuple[str, ...] | None = None) -> list[SplitSpec]:
+    """The split specs of the presets ``names`` (default: ``ref``'s extra splits) on ``spec``'s data."""
     partition = default_partition(spec.splits, spec.seed)
-    return [resolve_split(name, spec.factors, partition) for name in ref.extra_splits]
+    return [resolve_split(name, spec.factors, partition) for name in (ref.extra_splits if names is None else names)]
 
 
 def _splits_of_every_protocol(ref: DatasetRef, spec: DatasetSpec) -> list[SplitSpec]:
@@ -144,8 +145,7 @@ def _splits_of_every_protocol(ref: DatasetRef, spec: DatasetSpec) -> list[SplitS
         if other.generator == ref.generator and not other.needs_source and other.seed == ref.seed \
                 and other.n == ref.n and dataset_spec_params(other) == dataset_spec_params(ref):
             names += [name for name in other.extra_splits if name not in names]
-    partition = default_partition(spec.splits, spec.seed)
-    return [resolve_split(name, spec.factors, partition) for name in names]
+    return _extra_splits(ref, spec, tuple(names))
 
 
 def _check(ds: Dataset, gen: Any, spec: DatasetSpec, extra: list[SplitSpec]) -> None:

@@ -101,7 +101,7 @@ def check_protocol_codes(protocol: str | Protocol, codes: Any, indices: Any = No
     or ``"subgrid"`` (one row per image of the protocol's evaluation sub-grid, in file order)."""
     protocol = get_protocol(protocol)
     n = expected_rows(protocol.dataset, source=source, directory=data_dir)
-    m = evaluation_size(protocol, source=source)
+    m = evaluation_size(protocol, source=source) if protocol.dataset.eval_grid else n
     if m != n and _rows_of(codes) == m and indices is None:
         mu, logvar = check_codes(codes, m)
         return mu, logvar, "subgrid"
@@ -200,7 +200,7 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
     timings["prepare_dataset"] = time.perf_counter() - t0
     with load(path) as ds:
         step = protocol.dataset.eval_grid
-        rows = subgrid_rows(ds.factor_classes, step) if step else np.arange(len(ds))
+        rows = evaluation_rows(protocol, ds)
         if codes is not None and step and codes_cover == "file":
             mu, logvar = mu[rows], None if logvar is None else logvar[rows]
         t0 = time.perf_counter()

@@ -78,6 +78,7 @@ from .base import Generator, GridStepParams
 from .citations import GONDAL_2019
 from .errors import FactorbenchError
 from .factors import Factor
+from .render.scene import linear_to_srgb
 
 # -- the factors ------------------------------------------------------------------------------------
 COLOUR_NAMES = ("white", "green", "red", "blue", "brown", "olive")
@@ -149,11 +150,6 @@ class Mpi3dToyParams(GridStepParams):
                                    f"got {self.samples!r}")
 
 
-def _srgb(x: np.ndarray) -> np.ndarray:
-    x = np.clip(x, 0.0, 1.0)
-    return np.where(x <= 0.0031308, 12.92 * x, 1.055 * np.power(x, 1 / 2.4) - 0.055)
-
-
 _LIGHT = np.asarray(LIGHT_DIRECTION, dtype=np.float64) / np.linalg.norm(LIGHT_DIRECTION)
 
 
@@ -168,7 +164,7 @@ def _unit(v: np.ndarray) -> np.ndarray:
 
 def _shade(cosine: np.ndarray) -> np.ndarray:
     """Encoded Lambert shading in [0, 1] for the cosine between the normal and the light direction."""
-    return _srgb(AMBIENT + DIFFUSE * np.maximum(cosine, 0.0))
+    return linear_to_srgb(AMBIENT + DIFFUSE * np.maximum(cosine, 0.0))
 
 
 # -- ray casting of convex solids -------------------------------------------------------------------

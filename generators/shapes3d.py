@@ -82,6 +82,7 @@ from .factors import Factor
 from .meshes import Mesh
 from .raster import hue_to_rgb
 from .render import Camera, Light, RenderSettings, get_backend, look_at
+from .render.scene import srgb_to_linear
 from .rendered import RenderedGenerator
 
 SHAPES = ("cube", "cylinder", "sphere", "capsule")
@@ -149,11 +150,6 @@ class Shapes3DParams(GridStepParams):
         if self.samples not in (1, 4, 16):
             raise FactorbenchError(f"shapes3d: samples (antialiasing samples per pixel) must be 1, 4 or 16, "
                                    f"got {self.samples!r}")
-
-
-def _srgb_to_linear(x: np.ndarray) -> np.ndarray:
-    """The inverse of the sRGB transfer curve (the renderer's encoding), on values in [0, 1]."""
-    return np.where(x <= 0.04045, x / 12.92, ((x + 0.055) / 1.055) ** 2.4)
 
 
 def _grid(corner: tuple[float, ...], u: tuple[float, ...], v: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -360,8 +356,8 @@ class Shapes3D(RenderedGenerator):
         seen = cover > 0
         safe = np.where(seen, cover, 1.0)
         # the renderer averages sRGB-encoded samples: the mean over the covered ones, decoded
-        spot = np.where(seen, _srgb_to_linear(np.clip(spot / safe, 0.0, 1.0)), 0.0)
-        head = np.where(seen, _srgb_to_linear(np.clip(head / safe, 0.0, 1.0)), 0.0)
+        spot = np.where(seen, srgb_to_linear(np.clip(spot / safe, 0.0, 1.0)), 0.0)
+        head = np.where(seen, srgb_to_linear(np.clip(head / safe, 0.0, 1.0)), 0.0)
         gain = AMBIENT["object"] + HEADLIGHT["object"] * head + SPOT["object"] * cone * spot
         ramp = np.clip((spot - SHEEN_FROM) / (SHEEN_TO - SHEEN_FROM), 0.0, 1.0)
         sheen = SHEEN * cone * ramp * ramp * (3.0 - 2.0 * ramp)

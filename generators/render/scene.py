@@ -143,6 +143,11 @@ def linear_to_srgb(x: np.ndarray) -> np.ndarray:
     return np.where(x <= 0.0031308, 12.92 * x, 1.055 * np.power(x, 1 / 2.4) - 0.055)
 
 
+def srgb_to_linear(x: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`linear_to_srgb` on values in [0, 1]."""
+    return np.where(x <= 0.04045, x / 12.92, ((x + 0.055) / 1.055) ** 2.4)
+
+
 def check_batch(model: np.ndarray, view: np.ndarray, colours: np.ndarray) -> tuple[np.ndarray, ...]:
     """Validate and broadcast a batch: model (M,4,4), view (M,4,4), colours (M,3)."""
     model, view, colours = (np.asarray(a, dtype=np.float64) for a in (model, view, colours))

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 from pathlib import Path
 from typing import Callable
@@ -44,7 +43,8 @@ from scipy.optimize import least_squares
 from factorbench.generators import get
 from factorbench.generators import mpi3d_toy as M
 
-REPO = Path(__file__).resolve().parents[2]
+from reference_images import reference_folder
+
 FACTOR_NAMES = ("object_color", "object_shape", "object_size", "camera_height", "background_color",
                 "horizontal_axis", "vertical_axis")
 SIZES = (6, 6, 2, 3, 3, 40, 40)
@@ -63,11 +63,6 @@ NAMES = ("focal", "distance", *(f"{c} {k}" for c in CAMERA_NAMES for k in ("elev
          "ring inner", "pivot height", "centre small", "centre large", "azimuth 0", "azimuth step", "rod 0",
          "rod step")
 ANGLES = {2, 5, 8, 15, 16, 17, 18}  # indices in radians (printed in degrees)
-
-
-def reference_dir(arg: str | None) -> Path:
-    """The folder of reference pictures: --reference, $FACTORBENCH_REFERENCE_IMAGES, or the default."""
-    return Path(arg or os.environ.get("FACTORBENCH_REFERENCE_IMAGES") or REPO.parent / "shared/data/reference-images")
 
 
 def cycle_factor(start: int, n: int, frames: int = 20) -> np.ndarray:
@@ -293,12 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fit", action="store_true", help="re-run the least-squares fit of the geometry")
     ap.add_argument("--out", type=Path, help="write a PNG of original frames above the stand-in's")
     args = ap.parse_args(argv)
-    folder = reference_dir(args.reference)
-    missing = [name for name in ANIMATIONS if not (folder / name).is_file()]
-    if missing:
-        print(f"{', '.join(missing)} not found in {folder}: give --reference DIR or set "
-              "FACTORBENCH_REFERENCE_IMAGES", file=sys.stderr)
-        return 2
+    folder = reference_folder(args.reference, ANIMATIONS)
     panels = {name: load_panels(folder / name) for name in ANIMATIONS}
     gen = get("mpi3d-toy")
     ours = {name: gen.render(traversal_factors(base).reshape(-1, 7)).reshape(7, 20, 64, 64, 3)

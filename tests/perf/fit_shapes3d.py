@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 from pathlib import Path
 
@@ -50,7 +49,8 @@ from scipy.optimize import least_squares
 from factorbench.generators import get
 from factorbench.generators import shapes3d as S
 
-REPO = Path(__file__).resolve().parents[2]
+from reference_images import reference_folder
+
 FILES = ("3dshapes_samples.png", "3dshapes_fixed_floor_hue.png", "3dshapes.gif")
 SCALES = np.array(S.SCALES)
 ORIENTATIONS = np.array(S.ORIENTATIONS)
@@ -70,11 +70,6 @@ SIZE_FRAMES = {0: list(range(15)), 1: [15], 2: [16], 3: list(range(17, 25))}
 SIZE_CONSTANTS = {0: ("CUBE_HALF_SIZE",), 1: ("CYLINDER_RADIUS", "CYLINDER_HEIGHT"), 2: ("SPHERE_RADIUS",),
                   3: ("CAPSULE_RADIUS", "CAPSULE_LENGTH")}
 ROOM = ("CAMERA_DISTANCE", "CAMERA_HEIGHT", "FOV_Y_DEGREES", "WALL_HEIGHT", "ROOM_CENTRE_Y")
-
-
-def reference_dir(arg: str | None) -> Path:
-    """The folder of reference pictures: --reference, $FACTORBENCH_REFERENCE_IMAGES, or the default."""
-    return Path(arg or os.environ.get("FACTORBENCH_REFERENCE_IMAGES") or REPO.parent / "shared/data/reference-images")
 
 
 def _runs(index: np.ndarray) -> list[tuple[int, int]]:
@@ -315,12 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fit", action="store_true", help="re-fit the camera, the room and the objects' sizes")
     ap.add_argument("--out", type=Path, help="write a PNG of the originals (left) beside ours (right)")
     args = ap.parse_args(argv)
-    folder = reference_dir(args.reference)
-    missing = [name for name in FILES if not (folder / name).is_file()]
-    if missing:
-        print(f"{', '.join(missing)} not found in {folder}: give --reference DIR or set "
-              "FACTORBENCH_REFERENCE_IMAGES", file=sys.stderr)
-        return 2
+    folder = reference_folder(args.reference, FILES)
     notebook, gif = load_notebook(folder), load_gif(folder)
     gen = get("shapes3d")
     factors = notebook_factors()
