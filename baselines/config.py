@@ -25,17 +25,28 @@ from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.params import parse_params
 from factorbench.generators.spec import canonical_json, sha256_text
 
-__all__ = ["ARCHITECTURES", "MODELS", "RECONSTRUCTIONS", "Family", "ModelConfig", "config_from_dict",
+__all__ = ["ARCHITECTURES", "FIXED_WIDTH_ARCHITECTURES", "MODELS", "OMITTED_AT_DEFAULT", "RECONSTRUCTIONS", "Family", "ModelConfig", "config_from_dict",
            "get_family", "make_config", "register_family"]
 
-#: encoder/decoder pairs (see :mod:`factorbench.baselines.nets`)
-ARCHITECTURES = ("dlib", "burgess", "mlp")
+#: encoder/decoder pairs (see :mod:`factorbench.baselines.nets`). The first three take their widths from
+#: ``channels`` and ``hidden``; the others are Almudevar & Ortega 2025's appendix C networks, with the
+#: widths of its tables (see :data:`FIXED_WIDTH_ARCHITECTURES`).
+ARCHITECTURES = ("dlib", "burgess", "mlp", "burgess-2018", "chen-mlp", "locatello-sbd", "montero-small",
+                 "montero-large")
+#: architectures whose layer widths are fixed by their source's tables: ``channels`` and ``hidden`` stay
+#: at their defaults (a run that set them would record widths the network does not have)
+FIXED_WIDTH_ARCHITECTURES = frozenset({"burgess-2018", "chen-mlp", "locatello-sbd", "montero-small",
+                                       "montero-large"})
 #: reconstruction likelihoods (see :mod:`factorbench.baselines.terms`)
 RECONSTRUCTIONS = ("bernoulli", "gaussian")
 
 #: model name -> config class, filled when a config class with a ``name`` is defined
 MODELS: dict[str, type["ModelConfig"]] = {}
 
+
+#: settings added after runs were published: left out of a config's canonical form (and so its hash) while
+#: at their default, so that every earlier run keeps its hash; written out in full once set
+OMITTED_AT_DEFAULT = ("weight_decay", "lr_decay_every", "lr_decay_factor")
 
 #: the range rules of ``ModelConfig._require``
 _RULES: dict[str, Callable[[float], bool]] = {
@@ -69,6 +80,14 @@ class ModelConfig:
     batch_size: int = 64
     steps: int = 300_000
     seed: int = 0
+    #: L2 weight decay of the model's Adam optimiser (PyTorch ``Adam(weight_decay=...)``, added to the
+    #: gradient; Almudevar & Ortega 2025, appendix B: 4e-5); 0: none
+    weight_decay: float = 0.0
+    #: step learning-rate schedule: every optimiser's rate is multiplied by ``lr_decay_factor`` every
+    #: ``lr_decay_every`` steps (PyTorch ``StepLR`` counted in steps; Almudevar & Ortega: every 20 epochs,
+    #: factor 0.1); 0: constant rate
+    lr_decay_every: int = 0
+    lr_decay_factor: float = 0.1
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -99,10 +118,19 @@ class ModelConfig:
         if self.architecture not in ARCHITECTURES:
             raise FactorbenchError(f"{self.name}: unknown architecture {self.architecture!r}; choose one of "
                                    f"{', '.join(ARCHITECTURES)}")
+        if self.architecture in FIXED_WIDTH_ARCHITECTURES:
+            defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name in ("channels", "hidden")}
+            changed = [k for k, v in defaults.items() if getattr(self, k) != v]
+            if changed:
+                raise FactorbenchError(f"{self.name}: the {self.architecture} architecture has the fixed widths of its "
+                                       f"source's tables; leave {' and '.join(changed)} unset (they apply to dlib, "
+                                       "burgess and mlp)")
         if self.reconstruction not in RECONSTRUCTIONS:
             raise FactorbenchError(f"{self.name}: unknown reconstruction {self.reconstruction!r}; choose one of "
                                    f"{', '.join(RECONSTRUCTIONS)}")
         self._require("positive", "latent_dim", "hidden", "batch_size", "steps", "lr", "recon_sigma", "adam_eps")
+        self._require(">= 0", "weight_decay", "lr_decay_every")
+        self._require("positive", "lr_decay_factor")
         if len(self.channels) != 4 or min(self.channels) < 1:
             raise FactorbenchError(f"{self.name}: channels must be four positive widths, got {self.channels}")
         for key in ("adam_beta1", "adam_beta2"):
@@ -122,10 +150,17 @@ class ModelConfig:
                                        + f", got {value}")
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"model", "version", "params"}``: the canonical form (tuples as lists)."""
+        """``{"model", "version", "params"}``: the canonical form (tuples as lists), without the settings of
+        :data:`OMITTED_AT_DEFAULT` that are at their default."""
         params = {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
-                  for f in dataclasses.fields(self)}
+                  for f in dataclasses.fields(self)
+                  if not (f.name in OMITTED_AT_DEFAULT and getattr(self, f.name) == f.default)}
         return {"model": self.name, "version": self.version, "params": params}
+
+    def lr_factor(self, step: int) -> float:
+        """The learning-rate multiplier at ``step``: ``lr_decay_factor ** (step // lr_decay_every)`` (1 when
+        ``lr_decay_every`` is 0). A function of the step alone, so a resumed run continues exactly."""
+        return self.lr_decay_factor ** (step // self.lr_decay_every) if self.lr_decay_every else 1.0
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=True) if indent else canonical_json(self.to_dict())

@@ -21,6 +21,7 @@ from factorbench.generators.errors import FactorbenchError
 
 from .config import Family, ModelConfig, register_family
 from .nets import Discriminator
+from .optim import model_adam
 from .terms import Loss, permute_dims
 from .vae import GaussianVAE, _elbo_terms
 
@@ -78,8 +79,7 @@ def factor_vae_groups(model: FactorVAE, config: FactorVAEConfig) -> dict[str, tu
     ids = {id(p) for p in disc}
     vae = [p for p in model.parameters() if id(p) not in ids]
     return {
-        "model": (vae, torch.optim.Adam(vae, lr=config.lr, betas=(config.adam_beta1, config.adam_beta2),
-                                        eps=config.adam_eps)),
+        "model": (vae, model_adam(vae, config)),
         "discriminator": (disc, torch.optim.Adam(disc, lr=config.disc_lr, betas=(config.disc_beta1, config.disc_beta2),
                                                  eps=config.adam_eps)),
     }

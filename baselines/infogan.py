@@ -38,7 +38,8 @@ from factorbench.generators.errors import FactorbenchError
 
 from .config import Family, ModelConfig, register_family
 from .data import TrainingData
-from .nets import build_decoder, build_encoder
+from .nets import build_decoder, build_encoder, feature_width
+from .optim import model_adam
 from .terms import Loss, _wide
 
 __all__ = ["InfoGAN", "InfoGANBatches", "InfoGANConfig", "PHASES", "code_nll", "critic_loss", "generator_loss",
@@ -48,7 +49,8 @@ __all__ = ["InfoGAN", "InfoGANBatches", "InfoGANConfig", "PHASES", "code_nll", "
 PHASES = ("critic", "generator")
 #: architectures whose encoder can be a WGAN-GP critic (the ``mlp`` encoder has batch norm: Gulrajani et
 #: al. section 4 leave it out of the critic, since the penalty is per input and batch norm mixes inputs)
-CRITIC_ARCHITECTURES = ("burgess", "dlib")
+CRITIC_ARCHITECTURES = ("burgess", "dlib", "burgess-2018", "chen-mlp", "locatello-sbd", "montero-small",
+                        "montero-large")
 
 
 @dataclass(frozen=True)
@@ -159,8 +161,8 @@ class InfoGAN(nn.Module):
         self.generator = build_decoder(dataclasses.replace(config, latent_dim=config.noise_dim + config.latent_dim),
                                        channels)
         self.body = build_encoder(config, channels)
-        self.critic_head = nn.Linear(config.hidden, 1)
-        self.q_head = nn.Linear(config.hidden, config.latent_dim)
+        self.critic_head = nn.Linear(feature_width(config), 1)
+        self.q_head = nn.Linear(feature_width(config), config.latent_dim)
 
     def generator_parameters(self) -> list[nn.Parameter]:
         return list(self.generator.parameters())
@@ -238,7 +240,7 @@ def infogan_groups(model: InfoGAN,
                    config: InfoGANConfig) -> dict[str, tuple[list[nn.Parameter], torch.optim.Optimizer]]:
     """``critic`` (body, critic head, Q head) and ``generator``, one Adam each with the config's settings."""
     def adam(params: list[nn.Parameter]) -> torch.optim.Optimizer:
-        return torch.optim.Adam(params, lr=config.lr, betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps)
+        return model_adam(params, config)
 
     critic, gen = model.critic_parameters(), model.generator_parameters()
     return {"critic": (critic, adam(critic)), "generator": (gen, adam(gen))}

@@ -40,7 +40,8 @@ from factorbench.generators.errors import FactorbenchError
 
 from .config import Family, ModelConfig, register_family
 from .data import EpochOrder, TrainingData
-from .nets import build_decoder, build_encoder
+from .nets import build_decoder, build_encoder, feature_width
+from .optim import model_adam
 from .terms import (Loss, anchored_mean, delta_vae_kl, equivariance_loss, gaussian_kl, limit_log_t,
                     project_to_sphere, projected_random_walk, reparameterise, rotate)
 from .vae import reconstruction_nll
@@ -252,11 +253,11 @@ class LSBDVAE(nn.Module):
         self.log_t_range = (config.log_t_min, config.log_t_max)
         self.walk_steps = config.walk_steps
         self.encoder = build_encoder(config, channels)
-        self.loc_head = nn.Linear(config.hidden, 2 * self.circles)
+        self.loc_head = nn.Linear(feature_width(config), 2 * self.circles)
         # zero-initialised, as the authors' log t and log sigma layers: log t starts mid-range, sigma at 1
-        self.log_t_head = nn.Linear(config.hidden, self.circles)
-        self.mu_head = nn.Linear(config.hidden, self.euclidean_dims) if self.euclidean_dims else None
-        self.logvar_head = nn.Linear(config.hidden, self.euclidean_dims) if self.euclidean_dims else None
+        self.log_t_head = nn.Linear(feature_width(config), self.circles)
+        self.mu_head = nn.Linear(feature_width(config), self.euclidean_dims) if self.euclidean_dims else None
+        self.logvar_head = nn.Linear(feature_width(config), self.euclidean_dims) if self.euclidean_dims else None
         for layer in (self.log_t_head, self.logvar_head):
             if layer is not None:
                 nn.init.zeros_(layer.weight)
@@ -339,7 +340,7 @@ def lsbd_vae_groups(model: LSBDVAE,
     params = list(model.parameters())
 
     def adam() -> torch.optim.Optimizer:
-        return torch.optim.Adam(params, lr=config.lr, betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps)
+        return model_adam(params, config)
 
     groups = {"unlabelled": (params, adam())}
     if config.labelled_pairs:

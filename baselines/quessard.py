@@ -36,7 +36,8 @@ from factorbench.generators.errors import FactorbenchError
 
 from .config import Family, ModelConfig, register_family
 from .data import EpochOrder, TrainingData
-from .nets import build_decoder, build_encoder
+from .nets import build_decoder, build_encoder, feature_width
+from .optim import model_adam
 from .terms import Loss, project_to_sphere
 from .vae import reconstruction_nll
 
@@ -247,7 +248,7 @@ class QuessardModel(nn.Module):
         channels = image_shape[2]
         n = self.latent_dim = config.latent_dim
         self.encoder = build_encoder(config, channels)
-        self.head = nn.Linear(config.hidden, n)
+        self.head = nn.Linear(feature_width(config), n)
         self.decoder = build_decoder(config, channels)
         # uniform in (-pi/n, pi/n), as the authors' Flatland notebook
         self.angles = nn.Parameter((2.0 * torch.rand(config.actions, n * (n - 1) // 2) - 1.0) * math.pi / n)
@@ -311,8 +312,7 @@ def quessard_groups(model: QuessardModel,
     """One Adam (group ``model``): the networks at ``lr``, the angles at ``angle_lr`` (the authors' separate
     optimisers with the same Adam settings step together, as one Adam with two parameter groups)."""
     nets = [p for name, p in model.named_parameters() if name != "angles"]
-    opt = torch.optim.Adam([{"params": nets, "lr": config.lr}, {"params": [model.angles], "lr": config.angle_lr}],
-                           betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps)
+    opt = model_adam([{"params": nets, "lr": config.lr}, {"params": [model.angles], "lr": config.angle_lr}], config)
     return {"model": ([*nets, model.angles], opt)}
 
 

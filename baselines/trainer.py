@@ -1,7 +1,7 @@
 """The training loop every model shares: batches from (seed, step), optimiser groups, precision, NaN guard,
 CSV log, periodic atomic checkpoints, resume, and Ctrl-C / SIGTERM handled at a step boundary.
 
-Per step: the model maps a batch to outputs, the family's pure loss function returns one scalar per
+Per step: the learning rates follow the config's step schedule, the model maps a batch to outputs, the family's pure loss function returns one scalar per
 optimiser group, each group's scalar is back-propagated into that group's parameters only
 (``backward(inputs=...)``), then every optimiser steps. Precision: on CUDA, autocast to bfloat16 where
 the GPU supports it, else float16 with a gradient scaler; on a CPU with bfloat16 matrix units (AMX or
@@ -36,7 +36,8 @@ from . import models  # noqa: F401  (registers every model family)
 from .checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint, save_weights
 from .config import ModelConfig, get_family
 from .data import DEFAULT_MEMORY_LIMIT, TrainingData, resolve_dataset
-from .nets import check_image_shape
+from .nets import check_image_shape, is_convolutional
+from .optim import apply_lr_schedule
 from .runs import CHECKPOINT, DONE, LOG, RUN_FILES, RUN_JSON, SAMPLES, SNAPSHOTS, WEIGHTS, RunSpec, read_run, snapshot_path
 
 __all__ = ["PRECISIONS", "TrainOptions", "TrainResult", "TrainingInterrupted", "choose_device", "choose_precision",
@@ -308,7 +309,7 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
 
     torch.manual_seed(config.seed)
     model = family.build(config, data.image_shape)
-    memory_format = torch.channels_last if options.channels_last and config.architecture != "mlp" else None
+    memory_format = torch.channels_last if options.channels_last and is_convolutional(config) else None
     model = model.to(device, memory_format=memory_format) if memory_format else model.to(device)
     model.train()
     groups = family.groups(model, config)
@@ -352,6 +353,8 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
     def flush_log(step: int) -> dict[str, float]:
         nonlocal sums, counts, count, t_interval, step_interval
         values = {k: float(v) / counts[k] for k, v in sums.items()}
+        if config.lr_decay_every:  # the scheduled rate of the interval's last step (the model's optimiser)
+            values["lr"] = next(iter(optimizers.values())).param_groups[0]["lr"]
         bad = [k for k, v in values.items() if not math.isfinite(v)]
         if bad:
             raise FactorbenchError(f"{config.name}: {', '.join(bad)} became {values[bad[0]]} by step {step}; the last "
@@ -370,6 +373,7 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
                            else data.stream(draw, start, stop_at))
             for raw in raw_batches:
                 x = _to_device(raw, device, memory_format is not None)
+                apply_lr_schedule(optimizers, config, step)
                 with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
                     out = model(x, generator)
                 loss = family.loss(out, x, config, step, len(data))

@@ -18,7 +18,8 @@ from torch import nn
 
 
 from .config import Family, ModelConfig, register_family
-from .nets import build_decoder, build_encoder
+from .nets import build_decoder, build_encoder, feature_width
+from .optim import model_adam
 from .terms import Loss, bernoulli_nll, capacity, gaussian_kl, gaussian_nll, reparameterise
 
 __all__ = ["AnnealedVAEConfig", "BetaVAEConfig", "GaussianVAE", "VAEConfig", "adam_groups", "reconstruction_nll"]
@@ -31,8 +32,8 @@ class GaussianVAE(nn.Module):
         super().__init__()
         channels = image_shape[2]
         self.encoder = build_encoder(config, channels)
-        self.mu_head = nn.Linear(config.hidden, config.latent_dim)
-        self.logvar_head = nn.Linear(config.hidden, config.latent_dim)
+        self.mu_head = nn.Linear(feature_width(config), config.latent_dim)
+        self.logvar_head = nn.Linear(feature_width(config), config.latent_dim)
         self.decoder = build_decoder(config, channels)
 
     def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -68,8 +69,7 @@ def reconstruction_nll(logits: torch.Tensor, x: torch.Tensor, config: ModelConfi
 def adam_groups(model: nn.Module, config: ModelConfig) -> dict[str, tuple[list[nn.Parameter], torch.optim.Optimizer]]:
     """One Adam optimiser over every parameter (group ``"model"``)."""
     params = list(model.parameters())
-    return {"model": (params, torch.optim.Adam(params, lr=config.lr, betas=(config.adam_beta1, config.adam_beta2),
-                                               eps=config.adam_eps))}
+    return {"model": (params, model_adam(params, config))}
 
 
 def _elbo_terms(out: dict[str, torch.Tensor], x: torch.Tensor, config: ModelConfig) -> tuple[torch.Tensor, torch.Tensor]:

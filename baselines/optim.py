@@ -1,0 +1,34 @@
+"""Optimisers from a config: Adam with the config's rate, betas, eps and weight decay, and the step
+learning-rate schedule (:meth:`factorbench.baselines.config.ModelConfig.lr_factor`) applied by the trainer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import torch
+
+from .config import ModelConfig
+
+__all__ = ["apply_lr_schedule", "model_adam"]
+
+
+def model_adam(params: Iterable[torch.nn.Parameter] | list[dict], config: ModelConfig) -> torch.optim.Adam:
+    """Adam over ``params`` (parameters, or param groups with their own ``lr``) with ``lr``, ``adam_beta1``,
+    ``adam_beta2``, ``adam_eps`` and ``weight_decay`` of ``config`` (PyTorch's L2 form: the decay is added
+    to the gradient, as Almudevar & Ortega's ``Adam(weight_decay=4e-5)``). Optimisers with settings of
+    their own (FactorVAE's and the AAE's discriminators) are built directly."""
+    return torch.optim.Adam(params, lr=config.lr, betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps,
+                            weight_decay=config.weight_decay)
+
+
+def apply_lr_schedule(optimizers: Mapping[str, torch.optim.Optimizer], config: ModelConfig, step: int) -> None:
+    """Set every param group's rate to its initial rate times ``config.lr_factor(step)`` (the initial rate
+    is kept in the group as ``initial_lr``, as PyTorch's schedulers do, and so travels in checkpoints).
+    Nothing is touched when the config has no schedule, so unscheduled runs stay bit-identical."""
+    if not config.lr_decay_every:
+        return
+    factor = config.lr_factor(step)
+    for opt in optimizers.values():
+        for group in opt.param_groups:
+            group.setdefault("initial_lr", group["lr"])
+            group["lr"] = group["initial_lr"] * factor
