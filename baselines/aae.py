@@ -28,7 +28,7 @@ from factorbench.generators.errors import FactorbenchError
 
 from .config import Family, ModelConfig, register_family
 from .nets import Discriminator, build_decoder, build_encoder, feature_width
-from .optim import model_adam
+from .optim import discriminator_groups
 from .terms import Loss
 from .vae import reconstruction_nll
 
@@ -113,16 +113,8 @@ def aae_loss(out: dict[str, torch.Tensor], x: torch.Tensor, config: AAEConfig, s
 
 
 def aae_groups(model: AAE, config: AAEConfig) -> dict[str, tuple[list[nn.Parameter], torch.optim.Optimizer]]:
-    """The autoencoder at ``lr`` (with the config's weight decay), the discriminator at ``disc_lr`` with its
-    own betas."""
-    disc = list(model.discriminator.parameters())
-    ids = {id(p) for p in disc}
-    autoencoder = [p for p in model.parameters() if id(p) not in ids]
-    return {
-        "model": (autoencoder, model_adam(autoencoder, config)),
-        "discriminator": (disc, torch.optim.Adam(disc, lr=config.disc_lr, betas=(config.disc_beta1, config.disc_beta2),
-                                                 eps=config.adam_eps)),
-    }
+    """The model at ``lr`` (with the config's weight decay), the discriminator at ``disc_lr`` with its own betas."""
+    return discriminator_groups(model, config)
 
 
 register_family(AAEConfig, Family(build=AAE, loss=aae_loss, groups=aae_groups))

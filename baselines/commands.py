@@ -4,11 +4,13 @@ command table. PyTorch (and submitit) are imported only when one of them runs (i
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from factorbench.benchmark.cli import command
 from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.params import parse_param_assignments
+from factorbench.generators.spec import canonical_json
 
 __all__: list[str] = []
 
@@ -62,7 +64,7 @@ def _train(p: argparse.ArgumentParser) -> None:
 
         if args.model == "list":
             for name in names:
-                print(f"{name:<14} {make_config(name).to_json()}")
+                print(f"{name:<14} {canonical_json(make_config(name).to_dict(every_setting=True))}")
             return 0
         if args.dataset is None or args.out is None:
             raise FactorbenchError("train needs --dataset NAME_OR_FILE and --out RUN_DIR")
@@ -108,9 +110,22 @@ def _show_run(p: argparse.ArgumentParser) -> None:
 def _slurm_settings(items: list[str] | None) -> dict[str, object]:
     """``--slurm KEY=VALUE`` items as submitit SlurmExecutor parameters (numbers parsed)."""
     out: dict[str, object] = {}
-    for key, value in parse_param_assignments(items).items():
+    for key, value in parse_param_assignments(items, flag="--slurm").items():
         out[key.replace("-", "_")] = int(value) if value.isdigit() else value
     return out
+
+
+def _sources(items: list[str] | None) -> tuple[tuple[str, str], ...]:
+    """``--source DATASET=PATH`` items as (generator, path) pairs; each dataset a generator that takes a source."""
+    from factorbench.benchmark.protocols import PROTOCOLS
+
+    pairs = parse_param_assignments(items, flag="--source")
+    local = sorted({p.dataset.generator for p in PROTOCOLS.values() if p.needs_source})
+    for name in pairs:
+        if name not in local:
+            raise FactorbenchError(f"--source {name}=...: {name!r} is not made from your data; give DATASET=PATH for "
+                                   f"one of {', '.join(local)}, e.g. coil100=~/data/coil-100")
+    return tuple((name, os.path.expanduser(path)) for name, path in sorted(pairs.items()))
 
 
 @command("sweep", "train and evaluate a plan's models (local processes or SLURM), resumable; --status, --collect")
@@ -141,6 +156,8 @@ def _sweep(p: argparse.ArgumentParser) -> None:
                    help="seconds between training checkpoints (default 120)")
     p.add_argument("--record-every", type=float, default=30.0, metavar="SECONDS",
                    help="seconds between updates of a running job's record (CPU time so far; default 30)")
+    p.add_argument("--source", action="append", metavar="DATASET=PATH", help="your copy of a dataset made from "
+                   "outside data, for the jobs whose protocols need one (repeatable), e.g. coil100=~/data/coil-100")
     p.add_argument("--slurm", action="append", metavar="KEY=VALUE", help="SLURM setting for --engine slurm "
                    "(repeatable): partition=..., time=MINUTES, gpus_per_node=1, cpus_per_task=4, mem=16G, account=...")
 
@@ -183,7 +200,8 @@ def _sweep(p: argparse.ArgumentParser) -> None:
                       f"{job.config.steps} steps  {state}  -> {', '.join(job.protocols)}")
             return 0
         options = SweepOptions(device=args.device, precision=args.precision, threads=args.threads,
-                               checkpoint_every_s=args.checkpoint_every, record_every_s=args.record_every)
+                               checkpoint_every_s=args.checkpoint_every, record_every_s=args.record_every,
+                               sources=_sources(args.source))
         outcome = run_sweep(plan, sweep_dir, engine=args.engine, parallel=args.jobs, only=args.only, options=options,
                             settings=_slurm_settings(args.slurm))
         failed = sorted(k for k, v in outcome.items() if v == "failed")

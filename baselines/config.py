@@ -149,12 +149,12 @@ class ModelConfig:
                 raise FactorbenchError(f"{self.name}: {key} must be {rule}" + (f" ({meaning})" if meaning else "")
                                        + f", got {value}")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, every_setting: bool = False) -> dict[str, Any]:
         """``{"model", "version", "params"}``: the canonical form (tuples as lists), without the settings of
-        :data:`OMITTED_AT_DEFAULT` that are at their default."""
+        :data:`OMITTED_AT_DEFAULT` that are at their default (``every_setting``: with them, for display)."""
         params = {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
                   for f in dataclasses.fields(self)
-                  if not (f.name in OMITTED_AT_DEFAULT and getattr(self, f.name) == f.default)}
+                  if every_setting or not (f.name in OMITTED_AT_DEFAULT and getattr(self, f.name) == f.default)}
         return {"model": self.name, "version": self.version, "params": params}
 
     def lr_factor(self, step: int) -> float:

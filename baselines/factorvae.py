@@ -21,7 +21,7 @@ from factorbench.generators.errors import FactorbenchError
 
 from .config import Family, ModelConfig, register_family
 from .nets import Discriminator
-from .optim import model_adam
+from .optim import discriminator_groups
 from .terms import Loss, permute_dims
 from .vae import GaussianVAE, _elbo_terms
 
@@ -74,15 +74,10 @@ def factor_vae_loss(out: dict[str, torch.Tensor], x: torch.Tensor, config: Facto
                 {"loss": loss, "recon": recon, "kl": kl, "tc": tc, "disc": disc})
 
 
-def factor_vae_groups(model: FactorVAE, config: FactorVAEConfig) -> dict[str, tuple[list[nn.Parameter], torch.optim.Optimizer]]:
-    disc = list(model.discriminator.parameters())
-    ids = {id(p) for p in disc}
-    vae = [p for p in model.parameters() if id(p) not in ids]
-    return {
-        "model": (vae, model_adam(vae, config)),
-        "discriminator": (disc, torch.optim.Adam(disc, lr=config.disc_lr, betas=(config.disc_beta1, config.disc_beta2),
-                                                 eps=config.adam_eps)),
-    }
+def factor_vae_groups(model: FactorVAE,
+                      config: FactorVAEConfig) -> dict[str, tuple[list[nn.Parameter], torch.optim.Optimizer]]:
+    """The model at ``lr`` (with the config's weight decay), the discriminator at ``disc_lr`` with its own betas."""
+    return discriminator_groups(model, config)
 
 
 register_family(FactorVAEConfig, Family(build=FactorVAE, loss=factor_vae_loss, groups=factor_vae_groups))

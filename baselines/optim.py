@@ -9,7 +9,7 @@ import torch
 
 from .config import ModelConfig
 
-__all__ = ["apply_lr_schedule", "model_adam"]
+__all__ = ["apply_lr_schedule", "discriminator_groups", "model_adam"]
 
 
 def model_adam(params: Iterable[torch.nn.Parameter] | list[dict], config: ModelConfig) -> torch.optim.Adam:
@@ -32,3 +32,18 @@ def apply_lr_schedule(optimizers: Mapping[str, torch.optim.Optimizer], config: M
         for group in opt.param_groups:
             group.setdefault("initial_lr", group["lr"])
             group["lr"] = group["initial_lr"] * factor
+
+
+def discriminator_groups(model: torch.nn.Module,
+                         config: ModelConfig) -> dict[str, tuple[list[torch.nn.Parameter], torch.optim.Optimizer]]:
+    """Two optimiser groups for a model with an adversary (``model.discriminator``: FactorVAE, the AAE):
+    ``model`` (every other parameter, :func:`model_adam`) and ``discriminator`` (Adam at the config's
+    ``disc_lr`` with betas ``(disc_beta1, disc_beta2)``, no weight decay)."""
+    disc = list(model.discriminator.parameters())
+    ids = {id(p) for p in disc}
+    rest = [p for p in model.parameters() if id(p) not in ids]
+    return {
+        "model": (rest, model_adam(rest, config)),
+        "discriminator": (disc, torch.optim.Adam(disc, lr=getattr(config, "disc_lr"), eps=config.adam_eps,
+                                                 betas=(getattr(config, "disc_beta1"), getattr(config, "disc_beta2")))),
+    }

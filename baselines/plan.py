@@ -190,16 +190,15 @@ def _dataset(source: str, name: str, table: Any) -> DatasetPlan:
         ref = PROTOCOLS[p].dataset
         if ref.generator != name:
             raise _error(source, f"{where} protocols", f"{p} runs on the {ref.generator} dataset, not on {name}")
-        if ref.needs_source:
-            raise _error(source, f"{where} protocols", f"{p} needs outside data (--source); plans cover the datasets "
-                         "factorbench makes itself")
         specs.add(canonical_json({"params": dict(ref.params), "seed": ref.seed, "n": ref.n}))
     if len(specs) > 1:
         raise _error(source, f"{where} protocols", "these protocols use different versions of the dataset; one trained "
                      "model cannot serve them all: give them separate dataset entries")
     split = _expect(source, f"{where} split", table.get("split", "train"), str, "a split name")
-    available = set().union(*(_split_names(PROTOCOLS[p].dataset) for p in protocols))
-    if split != "all" and split not in available:
+    # the splits of a dataset made from the user's copy are known once it is given (checked when the job starts)
+    local = any(PROTOCOLS[p].dataset.needs_source for p in protocols)
+    available = set() if local else set().union(*(_split_names(PROTOCOLS[p].dataset) for p in protocols))
+    if split != "all" and not local and split not in available:
         raise _error(source, f"{where} split", f"{name} has no split {split!r}; its splits are "
                      f"{', '.join(sorted(available))} (or 'all')")
     return DatasetPlan(name, protocols, split)

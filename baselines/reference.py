@@ -2,6 +2,7 @@
 that runs without outside data, written to ``benchmark/reference/<protocol>/<encoder>.json``.
 
     python -m factorbench.baselines.reference [--protocol NAME ...] [--encoder ideal random pca] [--seeds 0 1 2] [--force]
+    python -m factorbench.baselines.reference --protocol coil100-lsbd-v1 --source ~/data/coil-100   # the user's data
 
 ``--seeds`` (the seeded encoders, ``random`` and ``pca``: the projection, or PCA's fitting subsample and
 randomised SVD) writes one file with a run per seed (``{"model": ..., "runs": [...]}``), shown as mean +- std;
@@ -36,9 +37,11 @@ def embedded_protocols() -> list[str]:
 SEEDED = ("random", "pca")
 
 
-def run(protocol: str, encoder: str, out_dir: Path, force: bool = False, seeds: tuple[int, ...] = (0,)) -> Path:
+def run(protocol: str, encoder: str, out_dir: Path, force: bool = False, seeds: tuple[int, ...] = (0,),
+        source: str | None = None) -> Path:
     """Evaluate ``encoder`` under ``protocol`` (once per seed) and write ``out_dir/<protocol>/<encoder>.json``:
-    one result, or ``{"model": encoder, "runs": [one result per seed]}`` for several seeds."""
+    one result, or ``{"model": encoder, "runs": [one result per seed]}`` for several seeds. ``source``: the
+    user's copy of the data of a protocol built from outside data."""
     out = out_dir / protocol / f"{encoder}.json"
     if len(seeds) > 1 and encoder not in SEEDED:
         raise FactorbenchError(f"{encoder} has no seed (only {', '.join(SEEDED)} do); run it without --seeds")
@@ -51,7 +54,7 @@ def run(protocol: str, encoder: str, out_dir: Path, force: bool = False, seeds: 
     for seed in seeds:
         start = time.perf_counter()
         spec = REFERENCE_ENCODERS[encoder](seed=seed) if encoder in SEEDED else encoder
-        result = evaluate(protocol, spec, progress=False)
+        result = evaluate(protocol, spec, progress=False, source=source)
         wall = time.perf_counter() - start
         results.append(dataclasses.replace(result, model=encoder, timings={**result.timings, "wall": wall}))
         print(f"{protocol:<22} {encoder:<7} seed {seed} {wall:7.1f} s (prepare {result.timings['prepare_dataset']:.1f} s, "
@@ -72,13 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0],
                         help=f"one run per seed, in one file ({', '.join(SEEDED)} only; default 0)")
     parser.add_argument("--force", action="store_true", help="re-run existing results")
+    parser.add_argument("--source", default=None, help="your copy of the data of a protocol built from outside data "
+                        "(coil100-lsbd-v1, modelnet40-lsbd-v1)")
     args = parser.parse_args(argv)
     try:
         for protocol in args.protocol or embedded_protocols():
             if protocol not in PROTOCOLS:
                 raise FactorbenchError(f"unknown protocol {protocol!r}; see `factorbench protocols`")
             for encoder in args.encoder:
-                run(protocol, encoder, args.out, args.force, tuple(args.seeds))
+                run(protocol, encoder, args.out, args.force, tuple(args.seeds), args.source)
     except FactorbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

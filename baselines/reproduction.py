@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from factorbench.benchmark.results import EvaluationResult, reference_results
+from factorbench.generators.errors import FactorbenchError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -184,8 +185,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--file", type=Path, default=Path(__file__).resolve().parent.parent / "REPRODUCTION.md")
     parser.add_argument("--check", action="store_true", help="exit 1 if the file's tables are out of date")
+    parser.add_argument("--reference-dir", type=Path, default=None,
+                        help="reference files <protocol>/<model>.json (default: the package's benchmark/reference)")
     args = parser.parse_args(argv)
-    changed = update_document(args.file, check=args.check)
+    try:
+        changed = update_document(args.file, check=args.check, reference_dir=args.reference_dir)
+    except FactorbenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.check and changed:
         print(f"{args.file} is out of date: run python -m factorbench.baselines.reproduction")
         return 1

@@ -74,6 +74,11 @@ class SweepOptions:
     samples: bool = True
     #: seconds between updates of the job's record (its CPU and wall time so far) while it runs
     record_every_s: float = 30.0
+    #: (generator, path) pairs: the user's copy of each dataset made from outside data (coil100, modelnet40)
+    sources: tuple[tuple[str, str], ...] = ()
+
+    def source_for(self, generator: str) -> str | None:
+        return dict(self.sources).get(generator)
 
 
 def default_sweep_dir(plan: Plan) -> Path:
@@ -124,13 +129,15 @@ def _read_json(path: Path) -> Any:
 # ----------------------------------------------------------------------------------- what a job must match
 
 @functools.lru_cache(maxsize=None)
-def _protocol_identity(protocol: str) -> tuple[str, str]:
-    """(protocol hash, dataset spec hash) of a protocol, without touching its data."""
+def _protocol_identity(protocol: str) -> tuple[str, str | None]:
+    """(protocol hash, dataset spec hash) of a protocol, without touching its data. The spec of a dataset
+    made from the user's copy depends on that copy: None here (:func:`check_source_copies` compares it
+    when the copy is given)."""
     from factorbench.benchmark.cache import dataset_spec
     from factorbench.benchmark.protocols import get_protocol
 
     p = get_protocol(protocol)
-    return p.hash(), dataset_spec(p.dataset).hash()
+    return p.hash(), None if p.needs_source else dataset_spec(p.dataset).hash()
 
 
 def _mismatch(result: Mapping[str, Any], job: Job, protocol: str) -> str:
@@ -143,7 +150,7 @@ def _mismatch(result: Mapping[str, Any], job: Job, protocol: str) -> str:
     if training.get("config_hash") != job.config.hash():
         return (f"config hash {str(training.get('config_hash'))[:12]}, the plan now gives {job.config.hash()[:12]} "
                 f"({job.config.to_json()})")
-    if data.get("spec_hash") != spec_hash or data.get("split") != job.dataset.split:
+    if (spec_hash is not None and data.get("spec_hash") != spec_hash) or data.get("split") != job.dataset.split:
         return f"trained on other data (spec {str(data.get('spec_hash'))[:12]}, split {data.get('split')!r})"
     if result.get("partial"):
         return "a partial evaluation"
@@ -230,15 +237,66 @@ def _dataset_lock(ref_generator: str) -> Iterator[None]:
 
 # ---------------------------------------------------------------------------------------------- one job
 
-def _prepare_data(job: Job) -> Path:
+def _job_source(job: Job, options: SweepOptions) -> str | None:
+    """The user's copy of the job's data when its protocols are built from outside data, else None."""
+    from factorbench.benchmark.protocols import get_protocol
+
+    refs = [get_protocol(p).dataset for p in job.protocols]
+    return next((options.source_for(r.generator) for r in refs if r.needs_source), None)
+
+
+def check_sources(jobs: Sequence[Job], options: SweepOptions) -> None:
+    """Every job whose protocols are built from the user's data has a ``--source`` that exists (checked
+    before any job starts)."""
+    from factorbench.benchmark.protocols import get_protocol
+
+    for job in jobs:
+        for p in job.protocols:
+            ref = get_protocol(p).dataset
+            if not ref.needs_source:
+                continue
+            path = options.source_for(ref.generator)
+            if path is None:
+                raise FactorbenchError(f"{job.id}: protocol {p} is built from your copy of {ref.generator}; pass "
+                                       f"--source {ref.generator}=PATH (see `factorbench protocols {p}`)")
+            if not Path(path).exists():
+                raise FactorbenchError(f"--source {ref.generator}={path}: no such file or folder")
+
+
+def check_source_copies(jobs: Sequence[Job], sweep_dir: Path, options: SweepOptions) -> None:
+    """The results already in the sweep for a dataset made from the user's data were trained on the copy
+    given now (the same dataset spec, whose params hold the copy's digest): a sweep never mixes copies."""
+    from factorbench.benchmark.cache import dataset_spec
+    from factorbench.benchmark.protocols import get_protocol
+
+    expected: dict[str, str] = {}
+    for job in jobs:
+        for p in job.protocols:
+            ref = get_protocol(p).dataset
+            source = options.source_for(ref.generator) if ref.needs_source else None
+            data = _read_json(result_path(sweep_dir, p, job)) if source is not None else None
+            if data is None:
+                continue
+            if p not in expected:
+                expected[p] = dataset_spec(ref, source).hash()
+            have = ((data.get("training") or {}).get("training_data") or {}).get("spec_hash")
+            if have != expected[p]:
+                raise FactorbenchError(
+                    f"{job.id} under {p} was trained on another copy of {ref.generator} (dataset spec "
+                    f"{str(have)[:12]}) than --source {source} (spec {expected[p][:12]}); give the copy the sweep "
+                    "used, or another sweep directory (--dir): results of two copies are never mixed")
+
+
+def _prepare_data(job: Job, options: SweepOptions = SweepOptions()) -> Path:
     """The dataset file every protocol of the job evaluates on (generated and given their splits once)."""
     from factorbench.benchmark.cache import prepare_dataset
     from factorbench.benchmark.protocols import get_protocol
 
     paths = set()
+    source = _job_source(job, options)
     with _dataset_lock(job.dataset.name):
         for p in job.protocols:
-            paths.add(prepare_dataset(get_protocol(p).dataset, progress=False))
+            paths.add(prepare_dataset(get_protocol(p).dataset, source=source, progress=False))
     if len(paths) != 1:  # the plan's check makes this impossible
         raise FactorbenchError(f"{job.id}: the protocols {', '.join(job.protocols)} use different files "
                                f"{sorted(paths)}")
@@ -255,7 +313,7 @@ def _train_and_evaluate(job: Job, sweep_dir: Path, plan: Plan, options: SweepOpt
     from .runs import RunSpec, load_run
     from .trainer import TrainOptions, train
 
-    path = _prepare_data(job)
+    path = _prepare_data(job, options)
     config = job.config
     run_hash = RunSpec(config, data_identity(path, job.dataset.split)).hash()
     started(run_hash)
@@ -272,7 +330,7 @@ def _train_and_evaluate(job: Job, sweep_dir: Path, plan: Plan, options: SweepOpt
         if _result_state(sweep_dir, job, protocol) == "done":
             continue
         start = time.perf_counter()
-        result = evaluate(protocol, encoder, progress=False)
+        result = evaluate(protocol, encoder, progress=False, source=_job_source(job, options))
         wall = time.perf_counter() - start
         training = {**result.training, "sweep": {
             "plan": plan.name, "plan_hash": plan.hash(), "job": job.id, "job_index": job.index,
@@ -555,6 +613,8 @@ def run_sweep(plan: Plan, sweep_dir: str | os.PathLike | None = None, *, engine:
     check_finished_unchanged(jobs, sweep_dir)
     outcome = {j.id: "skipped" for j in jobs if job_done(j, sweep_dir)}
     todo = tuple(j for j in jobs if j.id not in outcome)
+    check_sources(todo, options)
+    check_source_copies(jobs, sweep_dir, options)
     busy = [j for j in todo if _lock_held(sweep_dir, j)]
     for j in busy:
         outcome[j.id] = "busy"
@@ -687,20 +747,10 @@ def format_status(plan: Plan, statuses: Sequence[JobStatus], sweep_dir: Path, ve
 # --------------------------------------------------------------------------------------------- collect
 
 def _summary(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float | int | None]]:
-    """Mean and sample standard deviation (n - 1, as the score tables show) of each headline scalar, from
-    validated results (schema and checksum)."""
-    from factorbench.benchmark.results import _parse_result
+    """:func:`factorbench.benchmark.results.summary_of` the validated results (schema and checksum)."""
+    from factorbench.benchmark.results import _parse_result, summary_of
 
-    values: dict[str, list[float]] = {}
-    for i, run in enumerate(runs):
-        for key, value in _parse_result(dict(run), f"run {i}").scalars().items():
-            values.setdefault(key, []).append(value)
-    out: dict[str, dict[str, float | int | None]] = {}
-    for key, vs in values.items():
-        finite = [v for v in vs if math.isfinite(v)]
-        out[key] = {"mean": float(np.mean(finite)) if finite else None,
-                    "std": float(np.std(finite, ddof=1)) if len(finite) > 1 else None, "n": len(finite)}
-    return out
+    return summary_of([_parse_result(dict(run), f"run {i}") for i, run in enumerate(runs)])
 
 
 #: per-point arrays a result holds only for its plots (D_LSBD's projected codes, about 0.35 MB a run)

@@ -14,6 +14,7 @@ import math
 import os
 import platform
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -167,6 +168,21 @@ def _directions(protocol: Protocol, metrics: dict[str, dict[str, Any]]) -> dict[
             for label, entry in metrics.items() for name in entry["scalars"]}
 
 
+def local_data_record(protocol: Protocol, spec: Any) -> dict[str, Any]:
+    """What a result on the user's copy of the data records about that copy: the copy's digest, the
+    number of objects it holds and the number the protocol names (``objects_expected``: the published
+    set's, e.g. ModelNet40's 626 training airplanes, COIL-100's 100 objects). A copy with fewer objects
+    is warned about (``warnings.warn``) and its result says so in its summary and score tables."""
+    from factorbench import generators
+
+    expected = len(generators.get(protocol.dataset.generator, dict(protocol.dataset.params)).factors()[0].values)
+    have = len(spec.factors[0].values)
+    if have < expected:
+        warnings.warn(f"{protocol.name}: your copy of {protocol.dataset.generator} holds {have} objects, the protocol "
+                      f"names {expected}: these scores are not comparable with its reference rows", stacklevel=3)
+    return {"source_digest": str(spec.params.get("source_digest", "")), "objects": have, "objects_expected": expected}
+
+
 def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None, indices: Any = None,
              batch_size: int = 256,
              source: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None,
@@ -241,7 +257,8 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
         dataset_info = {"spec_hash": ds.spec.hash(), "rows_scored": int(len(rows)),
                         "factor_names": list(ds.spec.factor_names), "sha256": hashes,
                         "renderer": ds.manifest.get("renderer", ""), "reference_images_sha256": pin,
-                        "same_images_as_reference": None if pin is None else hashes["images"] == pin}
+                        "same_images_as_reference": None if pin is None else hashes["images"] == pin,
+                        **(local_data_record(protocol, ds.spec) if protocol.needs_source else {})}
         if hashes != dict(ds.manifest["sha256"]):
             raise DataChanged(f"{path} changed since it was verified; run again")
     if file_state(path) != state:

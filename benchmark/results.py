@@ -20,7 +20,7 @@ import io
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,6 +138,13 @@ class EvaluationResult:
         for label, m in self.metrics.items():
             for warning in m.get("result", {}).get("warnings", ()):
                 lines.append(f"  warning ({label}): {warning}")
+        objects, expected = self.dataset.get("objects"), self.dataset.get("objects_expected")
+        if objects is not None:
+            lines.append(f"  data: your copy (source digest {str(self.dataset.get('source_digest'))[:12]}), {objects} "
+                         "objects")
+            if expected is not None and objects < expected:
+                lines.append(f"  WARNING: scored on {objects} of the {expected} objects {self.protocol} names: not "
+                             "comparable with its reference rows")
         if self.dataset.get("same_images_as_reference") is False:
             lines.append(f"  note: these images (sha256 {self.dataset['sha256']['images'][:12]}, "
                          f"{self.dataset.get('renderer', '')}) differ from the copy the reference rows were scored on "
@@ -242,8 +249,90 @@ def save_runs(path: str | os.PathLike, model: str, runs: Sequence[EvaluationResu
     return path
 
 
+def summary_of(runs: Sequence[EvaluationResult]) -> dict[str, dict[str, float | int | None]]:
+    """Mean and sample standard deviation (n - 1, as the score tables show) and count of the finite values
+    of each headline scalar over ``runs``: the ``summary`` of a collected reference file."""
+    values: dict[str, list[float]] = {}
+    for run in runs:
+        for key, value in run.scalars().items():
+            values.setdefault(key, []).append(value)
+    out: dict[str, dict[str, float | int | None]] = {}
+    for key, vs in values.items():
+        finite = [v for v in vs if math.isfinite(v)]
+        out[key] = {"mean": float(np.mean(finite)) if finite else None,
+                    "std": float(np.std(finite, ddof=1)) if len(finite) > 1 else None, "n": len(finite)}
+    return out
+
+
+#: the keys of a file of several runs: ``{"model", "runs"}`` (:func:`save_runs`), plus what a sweep's
+#: ``--collect`` adds (protocol, plan, seeds, missing seeds, summary), each checked against the runs
+RUNS_FILE_KEYS = frozenset({"model", "runs", "protocol", "plan", "seeds", "missing_seeds", "summary"})
+
+
+def _sweep_seed(run: EvaluationResult) -> Any:
+    return ((run.training or {}).get("sweep") or {}).get("seed")
+
+
+def _same_summary(stated: Any, derived: Mapping[str, Mapping[str, Any]]) -> bool:
+    if not isinstance(stated, dict) or set(stated) != set(derived):
+        return False
+    for key, d in derived.items():
+        s = stated[key]
+        if not isinstance(s, dict) or set(s) != set(d) or s["n"] != d["n"]:
+            return False
+        for field_ in ("mean", "std"):
+            a, b = s[field_], d[field_]
+            if (a is None) != (b is None) or (a is not None and not (_number(a) and math.isclose(a, b, rel_tol=1e-12,
+                                                                                                 abs_tol=1e-15))):
+                return False
+    return True
+
+
+def _check_runs_file(data: Mapping[str, Any], runs: list[EvaluationResult], path: Path) -> None:
+    """Every field of a file of several runs agrees with its runs: no run twice (same content, run hash or
+    sweep seed), and the stated protocol, plan, seeds, missing seeds and summary are what the runs give."""
+    unknown = sorted(set(data) - RUNS_FILE_KEYS)
+    if unknown:
+        raise FactorbenchError(f"{path}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; a file of "
+                               f"runs holds {', '.join(sorted(RUNS_FILE_KEYS))}")
+    checksums = [r.checksum() for r in runs]
+    hashes = [(r.training or {}).get("run_hash") for r in runs]
+    seeds = [_sweep_seed(r) for r in runs]
+    for what, values in (("the same result", checksums), ("the same trained run", hashes), ("the same seed", seeds)):
+        present = [v for v in values if v is not None]
+        if len(set(present)) != len(present):
+            i, j = next((i, j) for i in range(len(values)) for j in range(i + 1, len(values))
+                        if values[i] is not None and values[i] == values[j])
+            raise FactorbenchError(f"{path}: runs {i} and {j} are {what}; a row averages distinct runs only")
+    if "protocol" in data and any(r.protocol != data["protocol"] for r in runs):
+        raise FactorbenchError(f"{path} says protocol {data['protocol']!r}, its runs were scored under "
+                               f"{sorted({r.protocol for r in runs})}")
+    if "plan" in data:
+        plans = {((r.training or {}).get("sweep") or {}).get("plan") for r in runs}
+        if plans != {data["plan"]}:
+            raise FactorbenchError(f"{path} says plan {data['plan']!r}, its runs ran under {sorted(map(str, plans))}")
+    if "seeds" in data and data["seeds"] != seeds:
+        raise FactorbenchError(f"{path} says seeds {data['seeds']}, its runs are seeds {seeds}")
+    if "missing_seeds" in data:
+        missing = data["missing_seeds"]
+        if not isinstance(missing, list) or set(missing) & set(seeds):
+            raise FactorbenchError(f"{path}: missing_seeds {missing!r} must list seeds it has no run of")
+        if runs and (runs[0].training or {}).get("sweep"):
+            from factorbench.baselines.plan import planned_seeds
+
+            # the plan may have gained seeds since (the table counts them from the plan, not from this field)
+            planned = planned_seeds(runs[0].training, str(data.get("model", runs[0].model)))
+            if planned is not None and set(missing) - set(planned):
+                raise FactorbenchError(f"{path} says seeds {missing} are missing; its plan asks for seeds "
+                                       f"{list(planned)} only")
+    if "summary" in data and not _same_summary(data["summary"], summary_of(runs)):
+        raise FactorbenchError(f"{path}: its summary is not the mean and std of its runs; it was edited or is stale "
+                               "(collect it again)")
+
+
 def _runs_of(path: Path) -> list[EvaluationResult]:
-    """A reference file holds one result or ``{"model": ..., "runs": [result, ...]}``."""
+    """A reference file holds one result or ``{"model": ..., "runs": [result, ...]}`` (every other field
+    checked against the runs: :func:`_check_runs_file`)."""
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -255,6 +344,7 @@ def _runs_of(path: Path) -> list[EvaluationResult]:
         model = data.get("model", runs[0].model)
         if any(r.model not in ("", model) for r in runs):
             raise FactorbenchError(f"{path}: its runs name different models ({sorted({r.model for r in runs})})")
+        _check_runs_file(data, runs, path)
         return runs
     return [_parse_result(data, str(path))]
 
@@ -344,7 +434,41 @@ def _reference_results(protocol: str | Protocol, directory: str | os.PathLike | 
                                    "model its own name (several seeds go into one file as {\"model\": ..., "
                                    "\"runs\": [...]})")
         out[model], origin[model] = runs, path
+    if protocol.needs_source:
+        _check_one_copy(protocol, out, origin)
     return out, unchecked
+
+
+def _copy_label(run: EvaluationResult) -> str:
+    d = run.dataset
+    objects = d.get("objects")
+    digest = f", source digest {str(d.get('source_digest'))[:12]}" if d.get("source_digest") else ""
+    return f"spec {d['spec_hash'][:12]}{digest}" + (f", {objects} objects" if objects is not None else "")
+
+
+def _check_one_copy(protocol: Protocol, results: Mapping[str, list[EvaluationResult]],
+                    origin: Mapping[str, Path]) -> None:
+    """The rows of a protocol built from the user's data all come from one copy of it (one dataset spec,
+    whose params hold the copy's digest and its object count): rows of two copies are never shown side by
+    side, nor averaged within a row."""
+    copies: dict[str, list[str]] = {}
+    labels: dict[str, str] = {}
+    for model, runs in results.items():
+        specs = {r.dataset["spec_hash"] for r in runs}
+        if len(specs) > 1:
+            raise FactorbenchError(f"{origin[model]}: the runs of {model!r} were scored on {len(specs)} different copies "
+                                   f"of {protocol.dataset.generator} ({'; '.join(sorted({_copy_label(r) for r in runs}))}); "
+                                   "a row averages runs of one copy only")
+        spec = specs.pop()
+        copies.setdefault(spec, []).append(model)
+        labels[spec] = _copy_label(runs[0])
+    if len(copies) > 1:
+        groups = "\n  ".join(f"{labels[spec]}: {', '.join(models)}" for spec, models in copies.items())
+        raise FactorbenchError(f"the results of {protocol.name} come from {len(copies)} different copies of "
+                               f"{protocol.dataset.generator}, whose scores cannot be compared:\n  {groups}\n"
+                               "Show the rows of one copy at a time (--dir with only those files, or --add only "
+                               "results of the copy the reference rows used); `factorbench evaluate ... --source` "
+                               "scores the reference encoders (ideal, random, pca) on your copy")
 
 
 @dataclass(frozen=True)
@@ -418,6 +542,15 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
             waiting.append(f"{model}: {len(runs)} of the {len(runs) + len(missing)} seeds plan {plan} asks for "
                            f"(seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} not finished "
                            "yet); its mean and std may still move")
+    first = next(iter(results.values()), None)
+    if protocol.needs_source and first:
+        record = first[0].dataset
+        line = f"data: one copy of {protocol.dataset.generator} for every row ({_copy_label(first[0])})"
+        objects, expected = record.get("objects"), record.get("objects_expected")
+        if objects is not None and expected is not None and objects < expected:
+            line += f"; WARNING: {objects} of the {expected} objects {protocol.name} names, not comparable with the " \
+                    "published set's scores"
+        waiting.insert(0, line)
     if head in keys:
         sign = -1.0 if protocol.headline.better == "higher" else 1.0
         rows.sort(key=lambda r: (math.isnan(r[2][0][0]), sign * r[2][0][0] if not math.isnan(r[2][0][0]) else 0.0))

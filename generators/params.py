@@ -63,16 +63,17 @@ def parse_params(params_cls: type, overrides: Mapping[str, Any] | None) -> Any:
     return params_cls(**values)
 
 
-def parse_param_assignments(items: list[str] | None) -> dict[str, str]:
-    """Turn ``["side=8", "seed=2"]`` into a dict, rejecting items without ``=`` and repeated keys."""
+def parse_param_assignments(items: list[str] | None, flag: str = "--param") -> dict[str, str]:
+    """Turn ``["side=8", "seed=2"]`` into a dict, rejecting items without ``=`` and repeated keys (the
+    messages name ``flag``)."""
     out: dict[str, str] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise FactorbenchError(f"--param expects key=value, got {item!r}")
+            raise FactorbenchError(f"{flag} expects key=value, got {item!r}")
         if key in out:
-            raise FactorbenchError(f"--param {key} given twice")
+            raise FactorbenchError(f"{flag} {key} given twice")
         out[key] = value
     return out
 

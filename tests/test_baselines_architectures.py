@@ -123,6 +123,8 @@ def test_new_settings_keep_every_earlier_config_hash():
         config = make_config(name)
         assert config.hash().startswith(prefix)
         assert not {"weight_decay", "lr_decay_every", "lr_decay_factor"} & set(config.to_dict()["params"])
+    shown = make_config("vae").to_dict(every_setting=True)["params"]  # `factorbench train list` shows them
+    assert (shown["weight_decay"], shown["lr_decay_every"], shown["lr_decay_factor"]) == (0.0, 0, 0.1)
     decayed = make_config("beta-vae", {"weight_decay": "4e-5", "lr_decay_every": "100"})
     params = decayed.to_dict()["params"]
     assert params["weight_decay"] == 4e-5 and params["lr_decay_every"] == 100 and "lr_decay_factor" not in params

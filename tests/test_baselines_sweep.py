@@ -155,9 +155,14 @@ def test_reference_plan(tmp_path):
     jobs = expand(plan)
     # the VAE family on the three torus sets and objects, LSBD-VAE (L = 1024 and 0 on the torus sets, 256 on
     # objects), Ada-GVAE, Ada-ML-VAE and Quessard et al.'s model on all four; VAE, beta-VAE and InfoGAN on the
-    # teapot; then the appended LSBD-VAE with L = 0 on objects; three seeds each
-    assert plan.name == "reference-v1" and len(jobs) == (7 * 3 + 7 + 3 + 3 + 1 + 2 * 3 + 2 + 3 + 1 + 3 + 1) * 3
-    assert [j.id for j in jobs[-3:]] == [f"lsbd-vae-0/objects/seed{k}" for k in range(3)]
+    # teapot; then the appended LSBD-VAE with L = 0 on objects; then the object-set entries on COIL-100 (the
+    # VAE family, LSBD-VAE with L = 0 and 256, Ada-GVAE, Ada-ML-VAE, Quessard); three seeds each
+    assert plan.name == "reference-v1" and len(jobs) == (7 * 3 + 7 + 3 + 3 + 1 + 2 * 3 + 2 + 3 + 1 + 3 + 1 + 12) * 3
+    assert [j.id for j in jobs[150:153]] == [f"lsbd-vae-0/objects/seed{k}" for k in range(3)]
+    coil = [j for j in jobs if j.dataset.name == "coil100"]
+    assert [j.index for j in coil] == list(range(153, 189)) and {j.protocols for j in coil} == {("coil100-lsbd-v1",)}
+    objects = {(j.entry.name, j.seed): j.config for j in jobs if j.dataset.name == "objects"}
+    assert all(j.config == objects[j.entry.name, j.seed] for j in coil)  # the objects entries' settings
     # the measured budgets (BASELINES.md, "Budget")
     assert {e.steps for e in plan.entries if "teapot" not in e.datasets and not e.model.startswith("ada-")} == {10000}
     assert {e.steps for e in plan.entries if e.model.startswith("ada-")} == {20000}
@@ -220,10 +225,31 @@ def test_more_bad_plans(tmp_path):
     text = PLAN + '\n[datasets.arrow]\nprotocols = ["arrow-lsbd-v1"]\n'
     with pytest.raises(FactorbenchError, match=r"\[datasets.arrow\]: no model is trained on it"):
         _plan(tmp_path, text.replace("[[models]]", '[datasets.x]\nprotocols = ["square-lsbd-v1"]\n[[models]]', 0))
-    with pytest.raises(FactorbenchError, match="needs outside data"):
-        _plan(tmp_path, PLAN.replace('[datasets.square]\nsplit = "all"\nprotocols = ["square-lsbd-v1", '
-                                     '"square-dependent-v1"]', '[datasets.square]\nprotocols = ["square-lsbd-v1"]\n'
-                                     '[datasets.coil100]\nprotocols = ["coil100-lsbd-v1"]'))
+
+
+
+def test_jobs_on_the_users_data_need_a_source_before_anything_runs(tmp_path, capsys):
+    """A plan may train on a dataset made from the user's copy (coil100); its jobs refuse to start without
+    ``--source coil100=DIR`` or with one that does not exist, before any data is prepared."""
+    text = PLAN.replace('datasets = ["square"]', 'datasets = ["square", "coil100"]', 1) + \
+        '\n[datasets.coil100]\nsplit = "all"\nprotocols = ["coil100-lsbd-v1"]\n'
+    plan = _plan(tmp_path, text)
+    assert any(j.dataset.name == "coil100" for j in expand(plan))
+    sweep = tmp_path / "sweep"
+    with pytest.raises(FactorbenchError, match=r"vae/coil100/seed0: protocol coil100-lsbd-v1 is built from your copy "
+                                               r"of coil100; pass --source coil100=PATH"):
+        run_sweep(plan, sweep, only="vae/coil100/*", echo=lambda s: None)
+    with pytest.raises(FactorbenchError, match="--source coil100=.*nowhere: no such file or folder"):
+        run_sweep(plan, sweep, only="vae/coil100/*", echo=lambda s: None,
+                  options=SweepOptions(sources=(("coil100", str(tmp_path / "nowhere")),)))
+    assert not (sweep / "runs").exists()
+    plan_file = tmp_path / "coil.toml"
+    plan_file.write_text(text)
+    for flag, message in [("square=/tmp", "'square' is not made from your data; give DATASET=PATH for one of coil100, "
+                                          "modelnet40"),
+                          ("coil100", "--source expects key=value")]:
+        assert cli(["sweep", str(plan_file), "--source", flag, "--dir", str(sweep)]) == 2
+        assert message in capsys.readouterr().err
 
 
 def test_cli_plan_errors_exit_2(tmp_path, capsys):

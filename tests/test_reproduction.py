@@ -69,3 +69,69 @@ def test_a_collected_row_is_shown_as_mean_and_std_beside_the_paper(tmp_path):
     row = next(line for line in arrow.splitlines() if line.startswith("| beta-vae |"))
     # sum over the two subgroups: 0.5 and 0.7, mean 0.6, sample std 0.141; the paper: 1.178 ± 0.065
     assert row.split(" | ")[1:3] == ["2", "0.600 ± 0.141 / 1.178 ± 0.065"]
+
+
+def _collected(tmp_path):
+    """A copy of the collected file of the VAE on square (three seeds), its folder and its content."""
+    folder = tmp_path / "ref" / "square-lsbd-v1"
+    folder.mkdir(parents=True)
+    data = json.loads((REFERENCE_DIR / "square-lsbd-v1" / "vae.json").read_text())
+    return folder, data
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d["summary"]["d_lsbd.score"].update(mean=0.1), "its summary is not the mean and std of its runs"),
+    (lambda d: d.update(seeds=[0, 1, 5]), r"says seeds \[0, 1, 5\], its runs are seeds \[0, 1, 2\]"),
+    (lambda d: d.update(missing_seeds=[3]), r"says seeds \[3\] are missing; its plan asks for seeds \[0, 1, 2\] only"),
+    (lambda d: d.update(missing_seeds=[1]), "must list seeds it has no run of"),
+    (lambda d: d.update(plan="reference-v2"), "says plan 'reference-v2', its runs ran under"),
+    (lambda d: d.update(protocol="arrow-lsbd-v1"), "says protocol 'arrow-lsbd-v1'"),
+    (lambda d: d.update(note="x"), "unknown key note"),
+    (lambda d: d["runs"].__setitem__(2, d["runs"][0]), "runs 0 and 2 are the same result"),
+])
+def test_every_field_of_a_collected_file_is_checked(tmp_path, edit, message):
+    from factorbench.benchmark.results import scores_table
+    from factorbench.generators.errors import FactorbenchError
+
+    folder, data = _collected(tmp_path)
+    (folder / "vae.json").write_text(json.dumps(data))
+    assert len(scores_table("square-lsbd-v1", folder).rows) == 1  # the untouched copy passes
+    edit(data)
+    (folder / "vae.json").write_text(json.dumps(data))
+    with pytest.raises(FactorbenchError, match=message):
+        scores_table("square-lsbd-v1", folder)
+
+
+def test_a_run_copied_in_place_of_another_seed_is_refused(tmp_path):
+    """A duplicate disguised as another seed (its sweep seed changed, its checksum recomputed) is still the
+    same trained run."""
+    from factorbench.benchmark.results import scores_table
+    from factorbench.generators.errors import FactorbenchError
+
+    folder, data = _collected(tmp_path)
+    twin = json.loads(json.dumps(data["runs"][0]))
+    twin["training"]["sweep"]["seed"] = 2
+    twin.pop("checksum")
+    data["runs"][2] = json.loads(EvaluationResult.from_dict(twin).to_json())
+    (folder / "vae.json").write_text(json.dumps(data))
+    with pytest.raises(FactorbenchError, match="runs 0 and 2 are the same trained run"):
+        scores_table("square-lsbd-v1", folder)
+
+
+def test_check_reports_an_edited_reference_file_without_a_traceback(tmp_path, capsys):
+    from factorbench.baselines.reproduction import main
+
+    ref = tmp_path / "ref"
+    for comparison in COMPARISONS:
+        shutil.copytree(REFERENCE_DIR / comparison.protocol, ref / comparison.protocol, dirs_exist_ok=True)
+    doc = tmp_path / "REPRODUCTION.md"
+    shutil.copy(Path(__file__).resolve().parent.parent / "REPRODUCTION.md", doc)
+    assert main(["--check", "--file", str(doc), "--reference-dir", str(ref)]) == 0
+    path = ref / "square-lsbd-v1" / "vae.json"
+    data = json.loads(path.read_text())
+    data["runs"][1]["metrics"]["d_lsbd"]["scalars"]["score"] = 0.123  # edited in place
+    path.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["--check", "--file", str(doc), "--reference-dir", str(ref)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "vae.json" in err and "Traceback" not in err

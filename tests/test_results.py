@@ -171,3 +171,65 @@ def test_a_scalar_a_row_lacks_reads_n_a_not_nan(folder):
         assert "nan" not in text
         pca_line = next(line for line in text.splitlines() if line.lstrip("| ").startswith("pca"))
         assert "n/a" in pca_line and pca_line.count("n/a") == 1
+
+
+LOCAL = dataclasses.replace(TABLE, name="coil100-table-v1", dataset=DatasetRef("coil100", needs_source=True),
+                            reference_images="")
+
+
+def _local_copy(result, spec: str, digest: str, objects: int, expected: int = 100):
+    """``result`` as if scored under LOCAL on one copy of the user's COIL-100 (its spec, digest, objects)."""
+    dataset = {**result.dataset, "spec_hash": spec * 64, "source_digest": digest * 64, "objects": objects,
+               "objects_expected": expected}
+    return dataclasses.replace(result, protocol=LOCAL.name, protocol_hash=LOCAL.hash(), dataset=dataset)
+
+
+def test_rows_of_two_copies_of_the_users_data_are_never_compared(results, tmp_path, monkeypatch, capsys):
+    import factorbench.benchmark.protocols.base as base
+
+    monkeypatch.setitem(base.PROTOCOLS, LOCAL.name, LOCAL)
+    one = tmp_path / "one"
+    one.mkdir()
+    _local_copy(results["pca"], "a", "b", 100).save(one / "pca.json")
+    _local_copy(results["random"], "a", "b", 100).save(one / "random.json")
+    table = scores_table(LOCAL.name, one)
+    assert table.notes[0] == ("data: one copy of coil100 for every row (spec aaaaaaaaaaaa, source digest bbbbbbbbbbbb, "
+                              "100 objects)")
+    # a third row from another copy (another digest, so another spec): refused, naming both copies
+    _local_copy(results["ideal"], "c", "d", 100).save(one / "ideal.json")
+    with pytest.raises(FactorbenchError, match=r"(?s)come from 2 different copies of coil100.*spec cccccccccccc.*: "
+                                               r"ideal\n  spec aaaaaaaaaaaa, source digest bbbbbbbbbbbb, 100 objects: "
+                                               r"pca, random"):
+        scores_table(LOCAL.name, one)
+    assert main(["scores", LOCAL.name, "--dir", str(one)]) == 2
+    assert "different copies" in capsys.readouterr().err
+    # one row whose runs come from two copies is refused too
+    from factorbench.benchmark.results import save_runs
+
+    two = tmp_path / "two"
+    two.mkdir()
+    save_runs(two / "pca.json", "pca", [_local_copy(results["pca"], "a", "b", 100),
+                                        _local_copy(results["pca"], "e", "f", 100)])
+    with pytest.raises(FactorbenchError, match="the runs of 'pca' were scored on 2 different copies"):
+        scores_table(LOCAL.name, two)
+    # rows on fewer objects than the protocol names say so under the table and in the result's summary
+    few = tmp_path / "few"
+    few.mkdir()
+    _local_copy(results["pca"], "a", "b", 6, 626).save(few / "pca.json")
+    assert "WARNING: 6 of the 626 objects coil100-table-v1 names" in scores_table(LOCAL.name, few).notes[0]
+    assert "WARNING: scored on 6 of the 626 objects" in _local_copy(results["pca"], "a", "b", 6, 626).summary()
+
+
+def test_a_copy_with_fewer_objects_than_the_protocol_names_is_warned_about(tmp_path):
+    from factorbench.benchmark.evaluation import local_data_record
+    from factorbench.benchmark.protocols import get_protocol
+    from factorbench.generators import get
+
+    class Spec:  # the spec of a user's ModelNet40 copy with 3 airplanes
+        factors = get("modelnet40").factors()[:0] + (dataclasses.replace(get("modelnet40").factors()[0],
+                                                                          values=(0.0, 1.0, 2.0)),)
+        params = {"source_digest": "9" * 64}
+
+    with pytest.warns(UserWarning, match="your copy of modelnet40 holds 3 objects, the protocol names 626"):
+        record = local_data_record(get_protocol("modelnet40-lsbd-v1"), Spec())
+    assert record == {"source_digest": "9" * 64, "objects": 3, "objects_expected": 626}
