@@ -25,8 +25,8 @@ from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.params import parse_params
 from factorbench.generators.spec import canonical_json, sha256_text
 
-__all__ = ["ARCHITECTURES", "FIXED_WIDTH_ARCHITECTURES", "MODELS", "OMITTED_AT_DEFAULT", "RECONSTRUCTIONS", "Family", "ModelConfig", "config_from_dict",
-           "get_family", "make_config", "register_family"]
+__all__ = ["ARCHITECTURES", "FIXED_WIDTH_ARCHITECTURES", "MODELS", "OMITTED_AT_DEFAULT", "RECONSTRUCTIONS", "Family",
+           "ModelConfig", "config_from_dict", "get_family", "make_config", "register_family"]
 
 #: encoder/decoder pairs (see :mod:`factorbench.baselines.nets`). The first three take their widths from
 #: ``channels`` and ``hidden``; the others are Almudevar & Ortega 2025's appendix C networks, with the

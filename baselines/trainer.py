@@ -1,9 +1,9 @@
 """The training loop every model shares: batches from (seed, step), optimiser groups, precision, NaN guard,
 CSV log, periodic atomic checkpoints, resume, and Ctrl-C / SIGTERM handled at a step boundary.
 
-Per step: the learning rates follow the config's step schedule, the model maps a batch to outputs, the family's pure loss function returns one scalar per
-optimiser group, each group's scalar is back-propagated into that group's parameters only
-(``backward(inputs=...)``), then every optimiser steps. Precision: on CUDA, autocast to bfloat16 where
+Per step: the learning rates follow the config's step schedule, the model maps a batch to outputs, the
+family's pure loss function returns one scalar per optimiser group, each group's scalar is back-propagated
+into that group's parameters only (``backward(inputs=...)``), then every optimiser steps. Precision: on CUDA, autocast to bfloat16 where
 the GPU supports it, else float16 with a gradient scaler; on a CPU with bfloat16 matrix units (AMX or
 AVX-512 BF16), bfloat16 autocast; else float32. Convolutional models run channels-last.
 """
