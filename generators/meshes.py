@@ -6,7 +6,8 @@ Sources of the formats and data:
   ``data/newell_teapot.txt`` (patch count, 16 1-based control-point indices per patch, point count,
   ``x,y,z`` points; z up). Tessellated with the cubic Bernstein basis (Farin, *Curves and Surfaces for
   CAGD*, ch. 4-6).
-* PLY: Greg Turk's Polygon File Format (Stanford, 1994), ASCII variant only.
+* PLY: Greg Turk's Polygon File Format (Stanford, 1994), ASCII and binary, read through trimesh
+  (:func:`load_ply`).
   ``data/airplane.ply`` is the classic PLY sample model as shipped in the MIT-licensed pyvista wheel
   (``pyvista/examples/airplane.ply``, pyvista 0.49.1).
 * OFF: the Object File Format of Geomview (``OFF``, then ``nV nF nE``, vertices, then ``n i j k ...``
@@ -227,16 +228,20 @@ def _data_text(name: str) -> str:
     return (resources.files("factorbench.generators") / "data" / name).read_text(encoding="utf-8")
 
 
+def _read_bytes(path_or_bytes: PathOrBytes, what: str) -> tuple[bytes, str]:
+    """(bytes, label for messages) of a path or of raw bytes."""
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        return bytes(path_or_bytes), f"{what} data"
+    label = f"{what} file {os.fspath(path_or_bytes)!s}"
+    try:
+        return Path(path_or_bytes).read_bytes(), label
+    except OSError as exc:
+        raise FactorbenchError(f"Cannot read {label}: {exc}") from None
+
+
 def _read_text(path_or_bytes: PathOrBytes, what: str) -> tuple[str, str]:
     """(text, label for messages) of a path or of raw bytes."""
-    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
-        raw, label = bytes(path_or_bytes), f"{what} data"
-    else:
-        label = f"{what} file {os.fspath(path_or_bytes)!s}"
-        try:
-            raw = Path(path_or_bytes).read_bytes()
-        except OSError as exc:
-            raise FactorbenchError(f"Cannot read {label}: {exc}") from None
+    raw, label = _read_bytes(path_or_bytes, what)
     try:
         return raw.decode("utf-8"), label
     except UnicodeDecodeError:
@@ -347,108 +352,56 @@ def newell_teapot(subdivisions: int = 8) -> Mesh:
 
 
 def load_ply(path: PathOrBytes) -> Mesh:
-    """Read an ASCII PLY file (Turk 1994): ``vertex`` element with ``x y z`` properties and a ``face``
-    element with a list property ``vertex_indices`` (or ``vertex_index``); polygons become triangle fans.
+    """Read a PLY file (Turk 1994), ASCII or binary, from a path or its bytes, through trimesh: a ``vertex``
+    element with ``x y z`` and a ``face`` element with a list property ``vertex_indices`` (or
+    ``vertex_index``); polygons become triangle fans, other elements and properties are skipped.
 
-    Other elements and properties are skipped. Binary PLY is rejected with :class:`FactorbenchError`.
-    Accepts a path or the file's bytes.
-    """
-    text, label = _read_text(path, "PLY")
-    lines = text.splitlines()
-    if not lines or lines[0].strip() != "ply":
+    What factorbench adds around trimesh's reader: the coordinates of an ASCII file are read at full
+    double precision whatever the header declares (its ``float32`` would round the decimal text; the shipped
+    airplane's pinned images depend on the exact values), and a file is checked against its header, which
+    trimesh does not do for ASCII files (a truncated file or a face index out of range is an error, not a
+    smaller mesh)."""
+    import io
+    import re
+
+    import trimesh
+
+    raw, label = _read_bytes(path, "PLY")
+    head, sep, body = raw.partition(b"end_header")
+    if not raw.startswith(b"ply"):
         raise FactorbenchError(f"{label} does not start with 'ply'.")
-    elements: list[tuple[str, int, list[tuple[str, bool]]]] = []  # (name, count, [(property, is_list)])
-    body_start = None
-    for number, line in enumerate(lines[1:], start=2):
-        tokens = line.split()
-        if not tokens or tokens[0] in ("comment", "obj_info"):
-            continue
-        if tokens[0] == "format":
-            if len(tokens) < 2 or tokens[1] != "ascii":
-                raise FactorbenchError(f"{label}: only ASCII PLY is supported, got format "
-                                       f"{' '.join(tokens[1:])!r}.")
-        elif tokens[0] == "element":
-            try:
-                count = int(tokens[2])
-            except (IndexError, ValueError):
-                raise FactorbenchError(f"{label}, line {number}: bad element line {line.strip()!r}.") from None
-            if count < 0:
-                raise FactorbenchError(f"{label}, line {number}: negative element count {count}.")
-            elements.append((tokens[1], count, []))
-        elif tokens[0] == "property":
-            if not elements or len(tokens) < 3:
-                raise FactorbenchError(f"{label}, line {number}: bad property line {line.strip()!r}.")
-            is_list = tokens[1] == "list"
-            if is_list and len(tokens) < 5:
-                raise FactorbenchError(f"{label}, line {number}: bad list property {line.strip()!r}.")
-            elements[-1][2].append((tokens[-1], is_list))
-        elif tokens[0] == "end_header":
-            body_start = number  # 0-based index of the first body line
-            break
-        else:
-            raise FactorbenchError(f"{label}, line {number}: unknown header keyword {tokens[0]!r}.")
-    if body_start is None:
+    if not sep:
         raise FactorbenchError(f"{label} has no 'end_header' line.")
-    names = [e[0] for e in elements]
-    if "vertex" not in names or "face" not in names:
-        raise FactorbenchError(f"{label} needs 'vertex' and 'face' elements, found {names}.")
-
-    body = [(i + 1, line.split()) for i, line in enumerate(lines[body_start:], start=body_start) if line.strip()]
-    position = 0
-    vertices = None
-    polygons: list[list[int]] = []
-    for name, count, props in elements:
-        rows = body[position:position + count]
-        if len(rows) < count:
-            raise FactorbenchError(f"{label} is truncated: expected {count} '{name}' lines, found {len(rows)}.")
-        position += count
-        if name == "vertex":
-            prop_names = [p for p, _ in props]
-            if any(is_list for _, is_list in props) or not {"x", "y", "z"} <= set(prop_names):
-                raise FactorbenchError(f"{label}: the vertex element needs scalar x, y, z properties.")
-            cols = [prop_names.index(axis) for axis in "xyz"]
+    header = head.decode("ascii", errors="replace").splitlines()
+    fmt = next((line.split()[1] for line in header if line.split()[:1] == ["format"] and len(line.split()) > 1), "")
+    elements: list[tuple[str, int]] = []
+    for line in header:
+        tokens = line.split()
+        if tokens[:1] == ["element"]:
             try:
-                vertices = np.array([[float(tokens[c]) for c in cols] for _, tokens in rows], dtype=np.float64)
+                elements.append((tokens[1], int(tokens[2])))
             except (IndexError, ValueError):
-                bad = next(n for n, t in rows if len(t) < len(props) or not _all_float(t))
-                raise FactorbenchError(f"{label}, line {bad}: bad vertex line.") from None
-            vertices = vertices.reshape(-1, 3)
-        elif name == "face":
-            targets = [i for i, (p, is_list) in enumerate(props) if is_list and p in ("vertex_indices", "vertex_index")]
-            if not targets:
-                raise FactorbenchError(f"{label}: the face element needs a list property 'vertex_indices'.")
-            for number, tokens in rows:
-                polygons.append(_ply_face(tokens, props, targets[0], label, number))
-    assert vertices is not None
-    return _checked_mesh(vertices, polygons, label)
-
-
-def _all_float(tokens: list[str]) -> bool:
+                raise FactorbenchError(f"{label}: bad element line {line.strip()!r}.") from None
+    counts = dict(elements)
+    if "vertex" not in counts or "face" not in counts:
+        raise FactorbenchError(f"{label} needs 'vertex' and 'face' elements, found {[e[0] for e in elements]}.")
+    if fmt == "ascii":
+        head = re.sub(rb"(property\s+)(float32|float)(\s)", rb"\1float64\3", head)
+        rows = [line for line in body.splitlines()[1:] if line.strip()]
+        if len(rows) < sum(counts.values()):
+            raise FactorbenchError(f"{label} is truncated: its header promises {counts['vertex']} vertices and "
+                                   f"{counts['face']} face{'s' if counts['face'] != 1 else ''}"
+                                   + (" (and other elements)" if len(counts) > 2 else "")
+                                   + f", it has {len(rows)} lines of data.")
     try:
-        [float(t) for t in tokens]
-    except ValueError:
-        return False
-    return True
-
-
-def _ply_face(tokens: list[str], props: list[tuple[str, bool]], target: int, label: str, number: int) -> list[int]:
-    """The vertex-index list of one ASCII PLY face line, walking its properties in order."""
-    at = 0
-    try:
-        for k, (_, is_list) in enumerate(props):
-            if not is_list:
-                at += 1
-                continue
-            size = int(tokens[at])
-            values = tokens[at + 1:at + 1 + size]
-            if len(values) < size:
-                raise IndexError
-            if k == target:
-                return [int(v) for v in values]
-            at += 1 + size
-    except (IndexError, ValueError):
-        pass
-    raise FactorbenchError(f"{label}, line {number}: bad face line {' '.join(tokens)!r}.")
+        mesh = trimesh.load(io.BytesIO(head + sep + body), file_type="ply", process=False, force="mesh")
+    except Exception as exc:  # trimesh raises many kinds (ValueError, IndexError, KeyError) on bad files
+        raise FactorbenchError(f"{label} cannot be read ({type(exc).__name__}: {exc}).") from None
+    vertices = np.asarray(getattr(mesh, "vertices", np.zeros((0, 3))), dtype=np.float64).reshape(-1, 3)
+    faces = np.asarray(getattr(mesh, "faces", np.zeros((0, 3))), dtype=np.int64).reshape(-1, 3)
+    if len(vertices) != counts["vertex"]:
+        raise FactorbenchError(f"{label}: its header promises {counts['vertex']} vertices, {len(vertices)} were read.")
+    return _checked_mesh(vertices, faces.tolist(), label)
 
 
 def _checked_mesh(vertices: np.ndarray, polygons: list[list[int]], label: str) -> Mesh:

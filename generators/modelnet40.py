@@ -7,8 +7,9 @@ ModelNet page, https://modelnet.cs.princeton.edu/) as the run-time option ``sour
 (``factorbench generate modelnet40 --source PATH``). The path is not part of the dataset spec.
 
 The objects are the files ``<category>/<subset>/*.off`` (in the zip: ``ModelNet40/<category>/<subset>/*.off``),
-sorted by name, object id k being the k-th file. Each is read with :func:`load_off` (ModelNet's run-together
-``OFF490 518 0`` header included), its faces wound consistently (:meth:`Mesh.consistently_oriented`:
+or ``*.ply`` (ASCII or binary) in a copy converted to PLY, sorted by name, object id k being the k-th file.
+Each is read with :func:`load_off` (ModelNet's run-together ``OFF490 518 0`` header included; trimesh's
+OFF reader would silently drop the faces of a truncated file) or :func:`load_ply` (through trimesh), its faces wound consistently (:meth:`Mesh.consistently_oriented`:
 ModelNet's files mix both windings, which left dark speckles under one-sided shading), turned so that
 ``up_axis`` becomes +z (``y``: a +90 degree turn about x), and rendered as in :mod:`.turntable` (light
 grey, camera at 20 degrees elevation, light from above).
@@ -40,7 +41,7 @@ import numpy as np
 from .citations import TONNAER_2022
 from .errors import FactorbenchError
 from .factors import Factor
-from .meshes import Mesh, load_off
+from .meshes import Mesh, load_off, load_ply
 from .spec import DatasetSpec
 from .turntable import TurntableGenerator, TurntableParams
 
@@ -88,6 +89,14 @@ class ModelNet40Params(TurntableParams):
                                    f"got {self.source_digest!r}")
 
 
+def _mesh_suffix(names: list[str]) -> str:
+    """The mesh format of a copy's files: ``.off`` (ModelNet40's own) where there is any, else ``.ply`` (as
+    some copies convert them, often to binary PLY), else ''. One format per copy, so a folder holding both
+    never counts an object twice and an OFF copy keeps its digest."""
+    lowered = [n.lower() for n in names]
+    return next((s for s in (".off", ".ply") if any(n.endswith(s) for n in lowered)), "")
+
+
 class _Source:
     """The selected OFF files of a ModelNet40 folder or zip: relative names (``airplane/train/x.off``),
     their sha256, and their bytes on demand."""
@@ -131,9 +140,11 @@ class _Source:
             raise FactorbenchError(f"modelnet40: no folder {self._where_label()} in {root} ({what}); check "
                                    "--param category=... and subset=..., and that --source is the extracted "
                                    "ModelNet40 folder")
-        files = sorted(p for p in folder.iterdir() if p.suffix.lower() == ".off" and p.is_file())
+        present = [p for p in folder.iterdir() if p.is_file()]
+        suffix = _mesh_suffix([p.name for p in present])
+        files = sorted(p for p in present if p.suffix.lower() == suffix)
         if not files:
-            raise FactorbenchError(f"modelnet40: no .off files in {folder}")
+            raise FactorbenchError(f"modelnet40: no .off or .ply files in {folder}")
         for p in files:
             name = f"{self.category}/{self.subset}/{p.name}"
             self.names.append(name)
@@ -148,9 +159,9 @@ class _Source:
                                    "ModelNet40.zip or the extracted ModelNet40 folder") from None
         wanted = f"{self.category}/{self.subset}/"
         for prefix in (f"{ROOT}/", ""):
-            chosen = {m[len(prefix):]: m for m in members
-                      if m.startswith(prefix + wanted) and "/" not in m[len(prefix + wanted):]
-                      and m.lower().endswith(".off")}
+            inside = [m for m in members if m.startswith(prefix + wanted) and "/" not in m[len(prefix + wanted):]]
+            suffix = _mesh_suffix(inside)
+            chosen = {m[len(prefix):]: m for m in inside if suffix and m.lower().endswith(suffix)}
             if chosen or any(m.startswith(prefix + wanted) for m in members):
                 break
         else:
@@ -159,7 +170,7 @@ class _Source:
             raise FactorbenchError(f"modelnet40: {self.path} has no folder {ROOT}/{wanted} ({what}); check "
                                    "--param category=... and subset=...")
         if not chosen:
-            raise FactorbenchError(f"modelnet40: no .off files in {self.path}:{prefix}{wanted}")
+            raise FactorbenchError(f"modelnet40: no .off or .ply files in {self.path}:{prefix}{wanted}")
         self.names = sorted(chosen)
         self._where = dict(chosen)
 
@@ -249,7 +260,8 @@ class ModelNet40(TurntableGenerator):
         src = self._require_source()
         name = src.names[k]
         try:
-            mesh = load_off(src.read(name)).consistently_oriented()  # ModelNet winds faces inconsistently
+            reader = load_ply if name.lower().endswith(".ply") else load_off
+            mesh = reader(src.read(name)).consistently_oriented()  # ModelNet winds faces inconsistently
             if self.params.up_axis != "z":
                 mesh = mesh.rotated(_UP_ROTATIONS[self.params.up_axis])
             mesh.centred_and_scaled(1.0)  # fails here, naming the file, for a mesh whose vertices coincide

@@ -225,8 +225,10 @@ def test_load_ply_round_trip(tmp_path: Path):
     path.write_text("\r\n".join(lines) + "\r\n")
     mesh = load_ply(path)
     np.testing.assert_array_equal(mesh.vertices, CUBE_V)
-    np.testing.assert_array_equal(mesh.faces[:2], [[0, 3, 2], [0, 2, 1]])
-    np.testing.assert_array_equal(mesh.faces[2:], CUBE_F[2:8])
+    # trimesh's order: the triangles, then each quad as (0, 1, 2), (2, 3, 0): the fan's two triangles
+    np.testing.assert_array_equal(mesh.faces[:6], CUBE_F[2:8])
+    np.testing.assert_array_equal(mesh.faces[6:], [[0, 3, 2], [2, 1, 0]])
+    assert mesh.volume == pytest.approx(Mesh(CUBE_V, np.concatenate([[[0, 3, 2], [0, 2, 1]], CUBE_F[2:8]])).volume)
     assert load_ply(path.read_bytes()).faces.shape == (8, 3)
 
     full = ["ply", "format ascii 1.0", "element vertex 8", "property double x", "property double y",
@@ -238,10 +240,29 @@ def test_load_ply_round_trip(tmp_path: Path):
     assert again.volume == pytest.approx(1.0)
 
 
+def test_load_ply_binary_and_full_precision(tmp_path: Path):
+    """Binary PLY (as ModelNet40 copies often come) reads through trimesh; an ASCII file's coordinates are
+    read at double precision even where its header says float32."""
+    box = trimesh.creation.box(extents=(1.0, 0.4, 0.3))
+    for encoding in ("binary", "ascii"):
+        data = trimesh.exchange.ply.export_ply(box, encoding=encoding)
+        mesh = load_ply(data)
+        np.testing.assert_allclose(mesh.vertices, box.vertices, rtol=0, atol=1e-7)
+        np.testing.assert_array_equal(mesh.faces, box.faces)
+    text = (b"ply\nformat ascii 1.0\nelement vertex 3\nproperty float32 x\nproperty float32 y\nproperty float32 z\n"
+            b"element face 1\nproperty list uchar int vertex_indices\nend_header\n0.1 0 0\n1 0 0\n0 1 0.3\n3 0 1 2\n")
+    assert load_ply(text).vertices[0, 0] == 0.1 and load_ply(text).vertices[2, 2] == 0.3  # not float32's 0.1000000015
+    truncated = trimesh.exchange.ply.export_ply(box, encoding="binary")[:-20]
+    with pytest.raises(FactorbenchError, match=r"PLY data cannot be read \(ValueError"):
+        load_ply(truncated)
+
+
 def test_load_ply_errors(tmp_path: Path):
-    with pytest.raises(FactorbenchError, match="ASCII"):
+    with pytest.raises(FactorbenchError, match="needs 'vertex' and 'face' elements, found \\['vertex'\\]"):
         load_ply(b"ply\nformat binary_little_endian 1.0\nelement vertex 0\nend_header\n")
-    with pytest.raises(FactorbenchError, match="truncated"):
+    with pytest.raises(FactorbenchError, match="does not start with 'ply'"):
+        load_ply(b"OFF\n")
+    with pytest.raises(FactorbenchError, match="truncated: its header promises 3 vertices and 1 face, it has 2 lines"):
         load_ply(b"ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
                  b"property float z\nelement face 1\nproperty list uchar int vertex_indices\nend_header\n"
                  b"0 0 0\n1 0 0\n")

@@ -196,7 +196,7 @@ def test_clear_errors_for_missing_category_empty_folder_bad_files_and_bad_source
         get("modelnet40", {"category": "sofa"}, source=folder)
     with pytest.raises(FactorbenchError, match=r"no folder ModelNet40/sofa/train/ .*airplane, chair"):
         get("modelnet40", {"category": "sofa"}, source=archive)
-    with pytest.raises(FactorbenchError, match=r"no \.off files in .*airplane[/\\]test"):
+    with pytest.raises(FactorbenchError, match=r"no \.off or \.ply files in .*airplane[/\\]test"):
         get("modelnet40", {"subset": "test"}, source=folder)
     with pytest.raises(FactorbenchError, match="does not exist"):
         get("modelnet40", source=tmp_path / "nowhere")
@@ -221,3 +221,21 @@ def test_written_file_verifies(tmp_path, sources):
         assert len(ds) == 12 and ds.factor_names == ("object", "rotation")
         assert ds.spec.params["source_digest"] == gen.params.source_digest and ds.spec.params["category"] == "airplane"
         assert np.array_equal(gen.render(ds.factors[[0, 5, 11]]), ds.images[[0, 5, 11]])
+
+
+def test_a_copy_converted_to_binary_ply_renders_the_same_objects(tmp_path, from_folder):
+    """Some ModelNet40 copies come as binary PLY: the same meshes (here each OFF file converted with
+    trimesh) give the same images; a folder holding both formats reads its OFF files only."""
+    from factorbench.generators.meshes import load_off
+
+    converted = {name.replace(".off", ".ply"): trimesh.exchange.ply.export_ply(
+        trimesh.Trimesh(load_off(data).vertices, load_off(data).faces, process=False), encoding="binary")
+        for name, data in FILES.items()}
+    ply_copy = get("modelnet40", FAST, backend="cpu", source=str(_folder(tmp_path / "ply", converted)))
+    assert ply_copy.params.source_digest != from_folder.params.source_digest  # other bytes, other copy
+    values = np.array([[0, 0.0], [1, STEP * 8], [2, STEP * 40]])
+    assert np.array_equal(ply_copy.render(values), from_folder.render(values))
+    both = get("modelnet40", FAST, source=str(_folder(tmp_path / "both", {**FILES, **converted})))
+    assert both.params.source_digest == from_folder.params.source_digest
+    with pytest.raises(FactorbenchError, match="no .off or .ply files"):
+        get("modelnet40", FAST, source=str(_folder(tmp_path / "none", {"readme.txt": b"x"}))).spec()
