@@ -194,6 +194,17 @@ class Mesh:
         oriented = np.where(inward_parts[part][:, None], oriented[:, ::-1], oriented)
         return Mesh(self.vertices, oriented)
 
+    def two_sided(self) -> Mesh:
+        """Every face twice: as it is, and reversed on a copy of the vertices, whose vertex normals are
+        then the negated ones. Drawn with back faces culled (``RenderSettings(cull_back_faces=True)``),
+        each surface shows the copy that faces the camera, lit by a normal turned towards the camera:
+        two-sided shading, as Blender's (Tonnaer et al.'s renderer) and OpenGL's two-sided lighting. A
+        closed, consistently wound mesh looks the same as drawn one-sided; an open sheet seen from its
+        back is lit instead of left to the ambient term."""
+        n = len(self.vertices)
+        return Mesh(np.concatenate([self.vertices, self.vertices]),
+                    np.concatenate([self.faces, self.faces[:, ::-1] + n]))
+
     def rotated(self, matrix: np.ndarray) -> Mesh:
         """Rotate the vertices about the origin by a 3x3 rotation matrix (``v' = matrix @ v``).
 

@@ -205,7 +205,7 @@ def source_digest(path: str | os.PathLike, category: str = "airplane", subset: s
 
 class ModelNet40(TurntableGenerator):
     name: ClassVar[str] = "modelnet40"
-    version: ClassVar[str] = "1.2.0"
+    version: ClassVar[str] = "1.3.0"
     description: ClassVar[str] = ("ModelNet40 objects of one category (default the 626 training airplanes) x 64 "
                                   "rotations about the vertical axis (Tonnaer et al. 2022); needs --source")
     citation: ClassVar[str] = TONNAER_2022 + "\n\n" + WU_2015
@@ -213,6 +213,9 @@ class ModelNet40(TurntableGenerator):
     options: ClassVar[tuple[str, ...]] = ("backend", "source")
     #: the data is read from local files given as ``source`` (``spec`` and ``render`` need it)
     needs_source: ClassVar[bool] = True
+    #: ModelNet's files store open sheets (wings, mattresses) and many faces twice, once in each winding;
+    #: both sides are shaded, as Blender shaded them for Tonnaer et al. (1.3.0; 1.2.0 shaded one side)
+    two_sided: ClassVar[bool] = True
     mesh_cache_size: ClassVar[int] = 8  # ModelNet meshes can be large; objects are rendered in order
 
     def __init__(self, params: Any = None, *, backend: str = "auto", source: str | os.PathLike | None = None,

@@ -65,6 +65,9 @@ class TurntableGenerator(RenderedGenerator, register=False):
     Params: ClassVar[type] = TurntableParams
     base_colour: ClassVar[tuple[float, float, float]] = BASE_COLOUR
     mesh_cache_size: ClassVar[int] = MESH_CACHE_SIZE
+    #: shade both sides of every face (:meth:`Mesh.two_sided`, back faces culled): for meshes made by
+    #: others, whose open sheets may face away from the camera (ModelNet40)
+    two_sided: ClassVar[bool] = False
 
     def __init__(self, params: Any = None, *, backend: str = "auto", **overrides: Any) -> None:
         super().__init__(params, backend=backend, **overrides)
@@ -98,11 +101,14 @@ class TurntableGenerator(RenderedGenerator, register=False):
         return (self.params.image_size, self.params.image_size, 3)
 
     def normalised_mesh(self, k: int) -> Mesh:
-        """Object ``k`` centred on its bounding box and scaled to unit radius (cached)."""
+        """Object ``k`` centred on its bounding box and scaled to unit radius (and doubled for two-sided
+        shading where the generator shades both sides; cached)."""
         if k in self._normalised:
             self._normalised.move_to_end(k)
             return self._normalised[k]
         mesh = self.mesh(k).centred_and_scaled(1.0)
+        if self.two_sided:
+            mesh = mesh.two_sided()
         self._normalised[k] = mesh
         while len(self._normalised) > self.mesh_cache_size:
             self._normalised.popitem(last=False)
@@ -122,7 +128,7 @@ class TurntableGenerator(RenderedGenerator, register=False):
             raise FactorbenchError(f"{self.name}: object id {bad!r} is not one of 0..{k - 1}")
         backend = get_backend(self.backend)
         camera = Camera(p.image_size, FOV_Y_DEGREES)
-        settings = RenderSettings(tuple(p.background), p.samples)
+        settings = RenderSettings(tuple(p.background), p.samples, cull_back_faces=self.two_sided)
         for obj in np.unique(objects):
             rows = np.flatnonzero(objects == obj)
             view = orbit_views(np.full(len(rows), CAMERA_AZIMUTH),

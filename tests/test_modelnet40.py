@@ -239,3 +239,20 @@ def test_a_copy_converted_to_binary_ply_renders_the_same_objects(tmp_path, from_
     assert both.params.source_digest == from_folder.params.source_digest
     with pytest.raises(FactorbenchError, match="no .off or .ply files"):
         get("modelnet40", FAST, source=str(_folder(tmp_path / "none", {"readme.txt": b"x"}))).spec()
+
+
+def test_open_sheets_stored_in_both_windings_are_shaded_on_both_sides(tmp_path):
+    """1.3.0 shades both sides: a horizontal sheet (a wing, a mattress) whose faces the file stores once in
+    each winding is lit from the light above, 0.8 x (intensity + ambient) sRGB-encoded, not left to the
+    ambient term."""
+    from factorbench.generators.airplane import LIGHT
+    from factorbench.generators.render.scene import linear_to_srgb
+
+    v = [[-1, -1, 0], [1, -1, 0], [1, 1, 0], [-1, 1, 0]]
+    faces = [[0, 2, 1], [0, 3, 2]]  # normal down
+    sheet = _off(v, faces + [f[::-1] for f in faces])
+    gen = get("modelnet40", FAST, backend="cpu", source=str(_folder(tmp_path / "sheet",
+                                                                     {"airplane_0001.off": sheet, "airplane_0002.off": _box()})))
+    assert gen.two_sided and gen.version == "1.3.0"
+    lit = round(255 * float(linear_to_srgb(np.array(0.8 * (LIGHT.intensity + LIGHT.ambient)))))
+    assert (gen.render(np.array([[0, 0.0]]))[0, 32, 32] == lit).all()

@@ -71,6 +71,8 @@ class CpuBackend(Backend):
         y0 = np.ceil(y.min(axis=1) - 0.5).clip(0, size)
         y1 = np.floor(y.max(axis=1) - 0.5).clip(-1, size - 1)
         keep = (np.abs(area) > 1e-12) & np.all(ww > camera.near, axis=1) & (x1 >= x0) & (y1 >= y0)
+        if settings.cull_back_faces:  # front faces wind counter-clockwise in NDC: clockwise in pixel rows (y down)
+            keep &= area < 0
         extent = np.maximum(x1 - x0, y1 - y0) + 1
 
         frags_pix, frags_depth, frags_col = [], [], []

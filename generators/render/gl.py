@@ -558,12 +558,15 @@ class GlBackend(Backend):
             chunk[:, 28] = np.arange(k)
             framebuffer.use()
             framebuffer.clear(*background, 1.0, depth=1.0)
+            if settings.cull_back_faces:  # counter-clockwise on screen is front (OpenGL's default, our winding)
+                ctx.enable(self._moderngl.CULL_FACE)
             for vao, buffer, which in ((fast_vao, self._instances[0], ~guarded[a:b]),
                                        (guarded_vao, self._instances[1], guarded[a:b])):
                 count = int(which.sum())
                 if count:
                     buffer.write(np.ascontiguousarray(chunk[which]).tobytes())
                     vao.render(self._moderngl.TRIANGLES, vertices=n_indices, instances=count)
+            ctx.disable(self._moderngl.CULL_FACE)  # never for the block-average pass
             if reducer is not None:
                 self._reduce(reducer, colour, out_size, n_layers, k, out[a:b])
                 continue

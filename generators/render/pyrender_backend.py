@@ -164,7 +164,7 @@ class PyrenderBackend(Backend):
         pr_camera = pr.PerspectiveCamera(yfov=np.radians(camera.fov_y_degrees), znear=camera.near,
                                          zfar=camera.far, aspectRatio=1.0)
         camera_node = scene.add(pr_camera, pose=np.eye(4))
-        flags = pr.RenderFlags.FLAT | pr.RenderFlags.SKIP_CULL_FACES
+        flags = pr.RenderFlags.FLAT | (pr.RenderFlags.NONE if settings.cull_back_faces else pr.RenderFlags.SKIP_CULL_FACES)
         material = pr.MetallicRoughnessMaterial(baseColorFactor=np.ones(4), metallicFactor=0.0,
                                                 roughnessFactor=1.0, alphaMode="OPAQUE")
         alpha = np.ones((len(vertices), 1), dtype=np.float32)

@@ -65,10 +65,12 @@ class Light:
 class RenderSettings:
     """Output settings: background colour (sRGB-encoded, in [0, 1]) and antialiasing samples per pixel
     (1 = off; the cpu and gl backends render sqrt(samples) x sqrt(samples) sub-pixels on a regular grid
-    and average them; pyrender uses its 4x MSAA)."""
+    and average them; pyrender uses its 4x MSAA). ``cull_back_faces``: draw only faces wound
+    counter-clockwise on screen (with :meth:`Mesh.two_sided`, two-sided shading)."""
 
     background: tuple[float, float, float] = (1.0, 1.0, 1.0)
     samples: int = 4
+    cull_back_faces: bool = False
 
     def __post_init__(self) -> None:
         if self.samples not in (1, 4, 16):

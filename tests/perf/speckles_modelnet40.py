@@ -1,15 +1,16 @@
-"""Dark speckles of one-sided shading on inconsistently wound meshes (the figure in DATASETS.md).
+"""Dark regions of one-sided shading on meshes made by others (the figures in DATASETS.md).
 
-For each object, renders its 64 rotations twice with the ``modelnet40`` camera and light: from the
-faces as wound in the file, and wound consistently (:meth:`Mesh.consistently_oriented`, what the
-generator does since 1.2.0). Prints, for each, the share of the object's interior pixels (object
-pixels whose 3 x 3 neighbourhood is all object) that are more than 25/255 darker than the median of the
-object pixels in their 5 x 5 neighbourhood, and the share of object pixels more than 25/255 darker than
-in the consistently wound rendering.
+For each object, renders its 64 rotations with the ``modelnet40`` camera and light three ways: one-sided
+from the faces as wound in the file; one-sided from the faces wound consistently
+(:meth:`Mesh.consistently_oriented`: ``modelnet40`` 1.2.0); and two-sided from the consistently wound faces
+(:meth:`Mesh.two_sided` with back faces culled: ``modelnet40`` 1.3.0, as Blender shaded Tonnaer et al.'s
+renders). Prints the share of interior object pixels darker than their 5 x 5 neighbourhood's median
+(speckles), and the share of object pixels more than 25/255 darker than in the two-sided rendering:
+unlike the speckle count, this sees dark regions of any size (a wing lit by the ambient term alone).
 
 Run from the repository root::
 
-    python tests/perf/speckles_modelnet40.py        # the shipped airplane, half its faces rewound
+    python tests/perf/speckles_modelnet40.py        # the shipped airplane: half its faces rewound; every face twice
     python tests/perf/speckles_modelnet40.py --source ~/data/ModelNet40.zip --objects 20   # real airplanes
 """
 
@@ -24,20 +25,22 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from factorbench.generators import get
 from factorbench.generators.airplane import CAMERA_AZIMUTH, LIGHT
-from factorbench.generators.meshes import Mesh, airplane, load_off
+from factorbench.generators.meshes import Mesh, airplane, load_off, load_ply
 from factorbench.generators.render import Camera, RenderSettings, get_backend, orbit_views, rotation_z
 from factorbench.generators.turntable import BASE_COLOUR, FOV_Y_DEGREES
 
 STEPS = 64
 
 
-def render_turns(mesh: Mesh, backend: str = "auto") -> np.ndarray:
+def render_turns(mesh: Mesh, backend: str = "auto", two_sided: bool = False) -> np.ndarray:
     """The 64 rotations of ``mesh`` (centred, unit radius) as the turntable datasets draw them."""
     angles = 2 * math.pi * np.arange(STEPS) / STEPS
     view = orbit_views(np.full(STEPS, CAMERA_AZIMUTH), np.full(STEPS, math.radians(20.0)), 2.6)
     colours = np.broadcast_to(np.asarray(BASE_COLOUR), (STEPS, 3))
-    return get_backend(backend).render(mesh.centred_and_scaled(1.0), rotation_z(angles), view, colours,
-                                       Camera(64, FOV_Y_DEGREES), LIGHT, RenderSettings((1.0, 1.0, 1.0), 4))
+    mesh = mesh.centred_and_scaled(1.0)
+    return get_backend(backend).render(mesh.two_sided() if two_sided else mesh, rotation_z(angles), view, colours,
+                                       Camera(64, FOV_Y_DEGREES), LIGHT,
+                                       RenderSettings((1.0, 1.0, 1.0), 4, cull_back_faces=two_sided))
 
 
 def speckles(images: np.ndarray) -> float:
@@ -67,19 +70,24 @@ def main() -> None:
     args = parser.parse_args()
     if args.source:
         gen = get("modelnet40", source=args.source)
-        meshes = {name: load_off(gen.source.read(name)) for name in gen.files[:args.objects]}
+        reader = {".off": load_off, ".ply": load_ply}
+        meshes = {name: reader[name[-4:].lower()](gen.source.read(name)) for name in gen.files[:args.objects]}
     else:
         plane = airplane()
         flip = np.random.default_rng(0).random(len(plane.faces)) < 0.5
         meshes = {"airplane, half its faces rewound": Mesh(plane.vertices, np.where(flip[:, None], plane.faces[:, ::-1],
-                                                                                   plane.faces))}
-    print(f"{'object':40s} {'speckles as wound':>18s} {'consistent':>11s} {'darker than consistent':>23s}")
+                                                                                   plane.faces)),
+                  "airplane, every face twice (both windings)": Mesh(plane.vertices, np.concatenate(
+                      [plane.faces, plane.faces[:, ::-1]]))}
+    print(f"{'object':44s} {'speckles: as wound':>19s} {'two-sided':>10s}   {'darker than two-sided: as wound':>31s} "
+          f"{'consistent, one-sided (1.2.0)':>30s}")
     for name, mesh in meshes.items():
         as_wound = render_turns(mesh, args.backend)
-        oriented = render_turns(mesh.consistently_oriented(), args.backend)
-        print(f"{name:40s} {100 * speckles(as_wound):17.2f}% {100 * speckles(oriented):10.2f}% "
-              f"{100 * darker_than(as_wound, oriented):22.2f}%")
-
+        oriented = mesh.consistently_oriented()
+        one_sided = render_turns(oriented, args.backend)
+        reference = render_turns(oriented, args.backend, two_sided=True)
+        print(f"{name:44s} {100 * speckles(as_wound):18.2f}% {100 * speckles(reference):9.2f}%   "
+              f"{100 * darker_than(as_wound, reference):30.2f}% {100 * darker_than(one_sided, reference):29.2f}%")
 
 if __name__ == "__main__":
     main()
