@@ -29,13 +29,28 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _reproducible(data: bytes) -> bytes:
+    """safetensors bytes with the header's metadata in sorted key order: the library writes it in hash-map
+    order, which differs from one process to the next, so two identical runs would not give byte-identical
+    files (``sha256sum`` could not check the docs' "bit-identical")."""
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    if "__metadata__" in header:
+        header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    if len(text) > n:  # not the library's compact form: leave the file as it was written
+        return data
+    return data[:8] + text + b" " * (n - len(text)) + data[8 + n:]
+
+
 def _cpu(t: torch.Tensor) -> torch.Tensor:
     return t.detach().to("cpu").contiguous()
 
 
 def save_weights(path: Path, model: torch.nn.Module, metadata: dict[str, str] | None = None) -> None:
     """The model's state dict (parameters and buffers) as safetensors."""
-    atomic_write_bytes(path, save({k: _cpu(v) for k, v in model.state_dict().items()}, metadata=metadata))
+    atomic_write_bytes(path, _reproducible(save({k: _cpu(v) for k, v in model.state_dict().items()},
+                                                metadata=metadata)))
 
 
 def load_weights(path: Path, model: torch.nn.Module) -> dict[str, str]:
@@ -82,7 +97,7 @@ def save_checkpoint(path: Path, model: torch.nn.Module, optimizers: dict[str, to
                     optim_meta[group]["scalars"][f"{index}/{key}"] = value
     tensors["rng/noise"] = generator.get_state()
     metadata = {"step": str(step), "optim": json.dumps(optim_meta), "extra": json.dumps(extra)}
-    atomic_write_bytes(path, save(tensors, metadata=metadata))
+    atomic_write_bytes(path, _reproducible(save(tensors, metadata=metadata)))
 
 
 def noise_seed_after_device_change(noise_seed: int, step: int) -> int:

@@ -181,6 +181,8 @@ def _sweep(p: argparse.ArgumentParser) -> None:
             raise FactorbenchError(f"give one of --dry-run, --status, --collect and --restore (got {', '.join(modes)})")
         plan = load_plan(args.plan)
         sweep_dir = Path(args.dir) if args.dir else default_sweep_dir(plan)
+        if args.dir and (args.status or args.collect is not None) and not sweep_dir.is_dir():
+            raise FactorbenchError(f"--dir {sweep_dir}: no such sweep folder (a sweep writes it when it starts)")
         if args.status:
             print(format_status(plan, sweep_status(plan, sweep_dir, args.only), sweep_dir, verbose=args.verbose))
             return 0

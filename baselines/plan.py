@@ -266,6 +266,9 @@ def parse_plan(data: Mapping[str, Any], source: str = "<plan>") -> Plan:
 
     _unknown_keys(source, "top level", data, ("name", "description", "budget", "datasets", "models"))
     name = _expect(source, "name", data.get("name"), str, "the plan's name")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):  # it names the sweep's folder
+        raise _error(source, "name", f"{name!r} cannot name a sweep folder: start with a letter or digit, then use "
+                     "letters, digits, '-', '_' and '.'")
     description = _expect(source, "description", data.get("description", ""), str, "a text")
     budget = _expect(source, "[budget]", data.get("budget", {}), dict, "a table")
     _unknown_keys(source, "[budget]", budget, ("steps", "seeds"))

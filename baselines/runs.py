@@ -139,7 +139,10 @@ def load_run(run_dir: str | os.PathLike, device: str = "cpu", step: int | None =
     a run still training: learning curves). The string form ``RUN_DIR@STEP`` (as in
     ``--encoder run:RUN_DIR@STEP``) names a snapshot too."""
     text = str(run_dir)
-    if step is None and "@" in text and text.rsplit("@", 1)[1].isdigit():
+    if step is None and "@" in text and not Path(text).exists():
         text, at = text.rsplit("@", 1)
+        if not at.isdigit():
+            raise FactorbenchError(f"run:{run_dir}: the part after '@' names a kept snapshot's step (a whole number, "
+                                   f"e.g. run:{text}@2000), got {at!r}")
         step = int(at)
     return RunEncoder(text, device, step)

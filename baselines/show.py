@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.outputs import check_output_file
 
 __all__ = ["show_run", "write_samples"]
 
@@ -85,13 +86,8 @@ def show_run(run_dir: str | os.PathLike, out: str | os.PathLike | None = None, *
 
     run_dir = Path(run_dir)
     target = Path(out) if out is not None else run_dir / SAMPLES
-    if out is not None:
-        if target.is_dir():
-            raise FactorbenchError(f"--out {target} is a directory; give a PNG file name")
-        if target.exists() and not force:
-            raise FactorbenchError(f"{target} exists; pass --force to overwrite it")
-        if not target.parent.is_dir():
-            raise FactorbenchError(f"cannot write {target}: directory {target.parent} does not exist")
+    if out is not None:  # checked by creating a file (permission bits pass for root, also in /proc)
+        check_output_file(target, force)
     encoder = load_run(run_dir)
     record = read_run(run_dir)
     info = record["data"]

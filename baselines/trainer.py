@@ -18,6 +18,7 @@ import math
 import os
 import platform
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -266,8 +267,13 @@ def train(config: ModelConfig, dataset: str | Path, run_dir: str | Path, *, spli
         check_image_shape(config, data.image_shape)
         family = get_family(config)
         draw = family.batches(config, data) if family.batches is not None else None  # checks the data first
+        if draw is None and config.batch_size > len(data):
+            raise FactorbenchError(f"{config.name}: batch_size {config.batch_size} is larger than split {split!r} of "
+                                   f"{data.path.name} ({len(data):,} images); use at most {len(data):,}")
         spec = RunSpec(config, data.identity)
         state = _prepare_run_dir(run_dir, spec, resume=resume, force=force)
+        if resume and state == "new" and options.progress:
+            print(f"{run_dir} holds no run to resume; starting this one from step 0", file=sys.stderr)
         if state == "complete":
             done = read_run(run_dir)["done"]
             if options.progress:
@@ -333,7 +339,7 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
         if extra.get("scaler"):
             scaler.load_state_dict(extra["scaler"])
     segments.append({"from_step": start, "device": str(device), "device_name": _device_name(device),
-                     "precision": precision, "noise": noise})
+                     "precision": precision, "noise": noise, "threads": torch.get_num_threads()})
     log = _CsvLog(run_dir / LOG, keep_until=start if resume else None)
     stop_at = config.steps if options.stop_after is None else min(config.steps, options.stop_after)
 
@@ -357,8 +363,11 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
             values["lr"] = next(iter(optimizers.values())).param_groups[0]["lr"]
         bad = [k for k, v in values.items() if not math.isfinite(v)]
         if bad:
-            raise FactorbenchError(f"{config.name}: {', '.join(bad)} became {values[bad[0]]} by step {step}; the last "
-                                   f"checkpoint in {run_dir} is intact. Lower lr or try --precision fp32")
+            kept = (f"the last checkpoint in {run_dir} is intact" if ckpt.is_file() else
+                    "no checkpoint was written yet")
+            advice = "lower lr" + (" or try --precision fp32" if precision != "fp32" else "")
+            raise FactorbenchError(f"{config.name}: {', '.join(bad)} became {values[bad[0]]} by step {step}; {kept}. "
+                                   f"{advice[0].upper()}{advice[1:]}")
         now = time.perf_counter()
         rate = (step - step_interval) / max(now - t_interval, 1e-9)
         log.write({"step": step, "wall_time_s": wall_before + now - t_start, "steps_per_s": rate, **values})

@@ -178,6 +178,11 @@ def _verify(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
     def run(args: argparse.Namespace) -> int:
+        path = Path(args.file)
+        if path.is_dir():  # a mistake in the command, not a damaged file (exit 2, not 1)
+            raise FactorbenchError(f"{path} is a folder; give a dataset file (.h5) to verify")
+        if not path.exists():
+            raise FactorbenchError(f"{path}: no such file; give a dataset file (.h5) to verify")
         report = verify(args.file)
         print(json.dumps(report.to_dict(), indent=2) if args.json else report.summary())
         return 0 if report.ok else 1

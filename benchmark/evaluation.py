@@ -226,6 +226,10 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
         else:
             description = describe_encoder(encoder)
             training = dict(getattr(encoder, "provenance", None) or {})
+            trained_on = (training.get("training_data") or {}).get("generator")
+            if trained_on and trained_on != protocol.dataset.generator:
+                warnings.warn(f"{description} was trained on {trained_on}; {protocol.name} scores it on "
+                              f"{protocol.dataset.generator}: a transfer, not the protocol's setting", stacklevel=2)
             if hasattr(encoder, "fit"):
                 fit_split = "train" if "train" in ds.split_names else None
                 encoder.fit(ds.split(fit_split).images if fit_split else ds.images)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.outputs import check_output_dir
 
 from .protocols import PROTOCOLS, Protocol, get_protocol
 from .results import REFERENCE_DIR, EvaluationResult, ScoresTable, _reference_results, _table_of
@@ -232,11 +233,8 @@ def _check_out(out: Path, force: bool) -> None:
                                    "site this command wrote can be replaced with --force)")
         if not force:
             raise FactorbenchError(f"--out {out} holds a site already; pass --force to replace it")
-    parent = out.resolve().parent
-    if not parent.is_dir():
-        raise FactorbenchError(f"--out {out}: the folder {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise FactorbenchError(f"--out {out}: cannot write in {parent}")
+    # a file is created and removed to test writing (permission bits pass for root, also in /proc)
+    check_output_dir(out, "--out")
 
 
 def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *,

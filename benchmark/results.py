@@ -30,7 +30,7 @@ import numpy as np
 from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.spec import canonical_json, sha256_text
 
-from .protocols import Protocol, get_protocol
+from .protocols import PROTOCOLS, Protocol, get_protocol
 
 __all__ = ["EvaluationResult", "REFERENCE_DIR", "RESULT_FORMAT", "ScoresTable", "better_direction", "format_table",
            "load_result", "reference_results", "save_runs", "scores_table"]
@@ -138,6 +138,10 @@ class EvaluationResult:
         for label, m in self.metrics.items():
             for warning in m.get("result", {}).get("warnings", ()):
                 lines.append(f"  warning ({label}): {warning}")
+        trained_on = ((self.training or {}).get("training_data") or {}).get("generator")
+        scored_on = PROTOCOLS[self.protocol].dataset.generator if self.protocol in PROTOCOLS else None
+        if trained_on and scored_on and trained_on != scored_on:
+            lines.append(f"  note: the model was trained on {trained_on}, not on {scored_on}, this protocol's data")
         objects, expected = self.dataset.get("objects"), self.dataset.get("objects_expected")
         if objects is not None:
             lines.append(f"  data: your copy (source digest {str(self.dataset.get('source_digest'))[:12]}), {objects} "
@@ -524,8 +528,11 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
                 keys.append(key)
     keys.sort(key=lambda k: labels.index(k.rpartition(".")[0]) if k.rpartition(".")[0] in labels else len(labels))
     head = protocol.headline.key
-    keys = ([head] if head in keys else []) + [k for k in keys if k != head
-                                               and (columns is None or fnmatch.fnmatchcase(k, columns))]
+    chosen = [k for k in keys if k != head and (columns is None or fnmatch.fnmatchcase(k, columns))]
+    if columns is not None and not chosen and results:
+        raise FactorbenchError(f"--columns {columns!r} matches none of {protocol.name}'s columns: "
+                               f"{', '.join(k for k in keys if k != head)}")
+    keys = ([head] if head in keys else []) + chosen
     pin = protocol.reference_images
     rows, unfinished, waiting = [], [], []
     for model, runs in results.items():

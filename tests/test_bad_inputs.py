@@ -1,0 +1,111 @@
+"""Bad input across commands: each reproducer of the reliability review gets a clear error (exit status 2)
+or a warning, before any long work, and nothing is left behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("safetensors")
+
+from factorbench.baselines.config import make_config  # noqa: E402
+from factorbench.baselines.plan import load_plan  # noqa: E402
+from factorbench.baselines.runs import load_run  # noqa: E402
+from factorbench.baselines.trainer import TrainOptions, train  # noqa: E402
+from factorbench.benchmark.cli import main as cli  # noqa: E402
+from factorbench.generators.errors import FactorbenchError  # noqa: E402
+
+QUIET = TrainOptions(progress=False, samples=False, log_every=5, threads=1)
+TINY = {"latent_dim": 3, "channels": "8,8,8,8", "hidden": 32, "batch_size": 16}
+
+
+@pytest.fixture(scope="module")
+def tiny_run(generated, tmp_path_factory):
+    run = tmp_path_factory.mktemp("runs") / "vae"
+    train(make_config("vae", {**TINY, "steps": 10}), generated("square"), run, options=QUIET)
+    return run
+
+
+def test_outputs_in_unwritable_places_fail_before_any_work(capsys, tiny_run):
+    # /proc passes permission bits for root; writing is tested by creating a file
+    assert cli(["leaderboard", "--out", "/proc/factorbench-site", "--no-plots"]) == 2
+    assert "not writable" in capsys.readouterr().err
+    assert cli(["show-run", str(tiny_run), "--out", "/proc/factorbench.png"]) == 2
+    assert "not writable" in capsys.readouterr().err
+
+
+def test_a_batch_larger_than_the_split_is_refused_without_a_run_folder(capsys, generated, tmp_path):
+    argv = ["train", "vae", "--dataset", str(generated("square")), "--split", "all", "--out", str(tmp_path / "r"),
+            "--param", "batch_size=100000", "--steps", "5"]
+    assert cli(argv) == 2
+    assert "batch_size 100000 is larger than split 'all'" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_resume_with_nothing_to_resume_says_so(capsys, generated, tmp_path):
+    train(make_config("vae", {**TINY, "steps": 5}), generated("square"), tmp_path / "r", resume=True,
+          options=TrainOptions(**{**QUIET.__dict__, "progress": True}))
+    assert "holds no run to resume; starting this one from step 0" in capsys.readouterr().err
+
+
+def test_the_nan_guard_says_what_it_knows(generated, tmp_path):
+    """No checkpoint yet (it would be written after 180 s) and fp32 already: neither is claimed."""
+    config = make_config("vae", {**TINY, "steps": 200, "lr": 1e30})
+    with pytest.raises(FactorbenchError) as info:
+        train(config, generated("square"), tmp_path / "r", options=TrainOptions(**{**QUIET.__dict__,
+                                                                                     "precision": "fp32"}))
+    message = str(info.value)
+    assert "no checkpoint was written yet. Lower lr" in message and "fp32" not in message
+
+
+def test_segments_record_their_threads_and_weights_are_byte_identical(generated, tmp_path):
+    config = make_config("vae", {**TINY, "steps": 6})
+    for name in ("a", "b"):
+        train(config, generated("square"), tmp_path / name, options=QUIET)
+    done = json.loads((tmp_path / "a" / "DONE").read_text())
+    assert done["segments"][0]["threads"] == 1
+    weights = [(tmp_path / n / "weights.safetensors").read_bytes() for n in ("a", "b")]
+    assert weights[0] == weights[1]  # sha256sum can check "bit-identical"
+
+
+def test_a_run_scored_on_another_dataset_is_flagged(tiny_run):
+    from factorbench.benchmark.evaluation import evaluate
+
+    with pytest.warns(UserWarning, match="was trained on square; arrow-lsbd-v1 scores it on arrow"):
+        result = evaluate("arrow-lsbd-v1", load_run(tiny_run), only=("mig",), progress=False)
+    assert "note: the model was trained on square, not on arrow" in result.summary()
+
+
+def test_a_snapshot_step_must_be_a_number(tiny_run):
+    with pytest.raises(FactorbenchError, match="the part after '@' names a kept snapshot's step.*got 'abc'"):
+        load_run(f"{tiny_run}@abc")
+
+
+@pytest.mark.parametrize("name", ["../../escape", "", "a/b", ".hidden"])
+def test_plan_names_must_name_a_folder(tmp_path, name):
+    text = (Path(__file__).resolve().parent.parent / "baselines" / "plans" / "reference-v1.toml").read_text()
+    path = tmp_path / "plan.toml"
+    path.write_text(text.replace('name = "reference-v1"', f'name = "{name}"', 1))
+    with pytest.raises(FactorbenchError, match="cannot name a sweep folder"):
+        load_plan(path)
+
+
+def test_status_and_collect_of_a_missing_sweep_folder_fail(capsys, tmp_path):
+    for flag in ("--status", "--collect"):
+        assert cli(["sweep", "reference-v1", flag, "--dir", str(tmp_path / "nowhere")]) == 2
+        assert "no such sweep folder" in capsys.readouterr().err
+
+
+def test_verify_a_folder_or_a_missing_file_is_a_usage_error(capsys, tmp_path):
+    assert cli(["verify", str(tmp_path)]) == 2
+    assert "is a folder; give a dataset file" in capsys.readouterr().err
+    assert cli(["verify", str(tmp_path / "missing.h5")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_scores_columns_that_match_nothing_are_an_error(capsys):
+    assert cli(["scores", "square-lsbd-v1", "--columns", "nothing.*"]) == 2
+    assert "--columns 'nothing.*' matches none of square-lsbd-v1's columns" in capsys.readouterr().err
