@@ -201,6 +201,9 @@ class Dataset(_Table):
     def split_indices(self, name: str) -> np.ndarray:
         """Sorted int64 sample indices of split ``name`` (correlated training sets, drawn with replacement,
         may repeat an index)."""
+        if not isinstance(name, str):
+            raise FactorbenchError(f"a split is named by a string, got {name!r}; this file's splits are: "
+                                   f"{', '.join(self.split_names) or '(none)'}")
         splits = self._h5().get("splits", {})
         if name not in splits:
             raise FactorbenchError(f"{self.path} has no split {name!r}; its splits are: "

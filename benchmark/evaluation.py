@@ -201,8 +201,8 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
     protocol = get_protocol(protocol)
     if (encoder is None) == (codes is None):
         raise FactorbenchError("give either an encoder or codes (not both, not neither)")
-    if batch_size < 1:
-        raise FactorbenchError(f"batch_size must be positive, got {batch_size}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise FactorbenchError(f"batch_size must be a positive whole number, got {batch_size!r}")
     calls = protocol.metrics if only is None else tuple(protocol.metric(label) for label in only)
     if codes is not None:  # before any data is generated
         mu, logvar, codes_cover = check_protocol_codes(protocol, codes, indices, source=source, data_dir=data_dir)

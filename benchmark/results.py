@@ -435,7 +435,8 @@ def _reference_results(protocol: str | Protocol, directory: str | os.PathLike | 
                              "code (install factorbench[train] for that check)")
         if model in out:
             raise FactorbenchError(f"{path} and {origin[model]} both hold results of model {model!r}; give each "
-                                   "model its own name (several seeds go into one file as {\"model\": ..., "
+                                   "model its own name (`factorbench evaluate ... --model NAME`, or the file's "
+                                   "\"model\" field; several seeds go into one file as {\"model\": ..., "
                                    "\"runs\": [...]})")
         out[model], origin[model] = runs, path
     if protocol.needs_source:

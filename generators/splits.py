@@ -128,6 +128,8 @@ def split_from_dict(d: Mapping[str, Any]) -> SplitSpec:
 # -- partitions ------------------------------------------------------------------------------------
 
 def _check_fractions(kind: str, names: Sequence[str], fractions: Sequence[float]) -> None:
+    if any(isinstance(f, bool) or not isinstance(f, (int, float)) for f in fractions):
+        raise FactorbenchError(f"{kind} split: fractions must be numbers, got {tuple(fractions)!r}")
     if len(names) != len(fractions) or len(set(names)) != len(names) or not names:
         raise FactorbenchError(f"{kind} split: give one distinct name per fraction")
     if any(f < 0 for f in fractions) or abs(sum(fractions) - 1.0) > 1e-9:

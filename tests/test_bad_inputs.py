@@ -109,3 +109,17 @@ def test_verify_a_folder_or_a_missing_file_is_a_usage_error(capsys, tmp_path):
 def test_scores_columns_that_match_nothing_are_an_error(capsys):
     assert cli(["scores", "square-lsbd-v1", "--columns", "nothing.*"]) == 2
     assert "--columns 'nothing.*' matches none of square-lsbd-v1's columns" in capsys.readouterr().err
+
+
+def test_python_api_arguments_of_the_wrong_type_get_clear_errors(generated):
+    from factorbench.benchmark.dataset import load
+    from factorbench.benchmark.evaluation import evaluate
+    from factorbench.generators import split_from_dict
+
+    with load(generated("square")) as ds:
+        with pytest.raises(FactorbenchError, match="a split is named by a string, got 123"):
+            ds.split(123)
+    with pytest.raises(FactorbenchError, match="batch_size must be a positive whole number, got '10'"):
+        evaluate("square-lsbd-v1", "pca", batch_size="10", progress=False)
+    with pytest.raises(FactorbenchError, match="random split: fractions must be numbers"):
+        split_from_dict({"kind": "random", "fractions": ["0.8", 0.1, 0.1]})

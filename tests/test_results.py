@@ -154,7 +154,7 @@ def test_user_results_are_added_beside_the_reference_rows(results, folder, tmp_p
     assert code == 0 and rows == ["ideal", "my-vae", "random"]
     assert set(reference_results(TABLE, ref, add=[mine])) == {"ideal", "random", "my-vae"}
     code, _, err = _scores(capsys, TABLE.name, "--dir", str(folder), "--add", str(folder / "pca.json"))
-    assert code == 2 and "both hold results of model 'pca'" in err
+    assert code == 2 and "both hold results of model 'pca'" in err and "--model NAME" in err
     code, _, err = _scores(capsys, TABLE.name, "--dir", str(ref), "--add", str(tmp_path / "absent.json"))
     assert code == 2 and "no such file" in err
 
