@@ -115,6 +115,14 @@ def _slurm_settings(items: list[str] | None) -> dict[str, object]:
     return out
 
 
+def _in_source_checkout() -> bool:
+    """The package's reference folder lies in a git checkout of factorbench (where collected rows are
+    committed), not in an installed package."""
+    from factorbench.benchmark.results import REFERENCE_DIR
+
+    return any((parent / ".git").exists() for parent in REFERENCE_DIR.resolve().parents)
+
+
 def _sources(items: list[str] | None) -> tuple[tuple[str, str], ...]:
     """``--source DATASET=PATH`` items as (generator, path) pairs; each dataset a generator that takes a source."""
     from factorbench.benchmark.protocols import PROTOCOLS
@@ -141,7 +149,8 @@ def _sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("--status", action="store_true", help="what is done, running, failed (with the error) and left, "
                    "CPU hours spent and an estimate for the rest")
     p.add_argument("--collect", nargs="?", const="", metavar="DIR", help="write the finished results as reference "
-                   "files DIR/<protocol>/<name>.json (default: the package's benchmark/reference)")
+                   "files DIR/<protocol>/<name>.json (default, in a git checkout of factorbench only: its "
+                   "benchmark/reference)")
     p.add_argument("--restore", nargs="?", const="", metavar="DIR", help="put the finished runs of reference files "
                    "DIR/<protocol>/<name>.json (default: the package's benchmark/reference) back into the sweep "
                    "directory, so that a sweep continued on a new machine skips them and --collect keeps them")
@@ -187,6 +196,9 @@ def _sweep(p: argparse.ArgumentParser) -> None:
             print(format_status(plan, sweep_status(plan, sweep_dir, args.only), sweep_dir, verbose=args.verbose))
             return 0
         if args.collect is not None:
+            if not args.collect and not _in_source_checkout():
+                raise FactorbenchError("--collect without DIR writes into factorbench's own reference folder, which is "
+                                       "part of the installed package here; give a folder: --collect DIR")
             written = collect(plan, sweep_dir, args.collect or None)
             print(f"{len(written)} reference file{'s' if len(written) != 1 else ''} written")
             return 0

@@ -168,6 +168,10 @@ def _directions(protocol: Protocol, metrics: dict[str, dict[str, Any]]) -> dict[
             for label, entry in metrics.items() for name in entry["scalars"]}
 
 
+#: codes wider than this are warned about before the metrics run (their cost grows with the width)
+LARGE_CODE = 1_000
+
+
 def local_data_record(protocol: Protocol, spec: Any) -> dict[str, Any]:
     """What a result on the user's copy of the data records about that copy: the copy's digest, the
     number of objects it holds and the number the protocol names (``objects_expected``: the published
@@ -235,6 +239,10 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
                 encoder.fit(ds.split(fit_split).images if fit_split else ds.images)
             mu, logvar = encode(encoder, ds, rows, batch_size=batch_size, progress=progress)
         timings["encode"] = time.perf_counter() - t0
+        if mu.shape[1] > LARGE_CODE:
+            warnings.warn(f"codes of {mu.shape[1]:,} dimensions: the metrics' cost grows with the dimension (D_LSBD, "
+                          "DCI and the classifiers per code can take tens of minutes); factorbench's models use 4 to "
+                          "10", stacklevel=2)
         if step:
             grid_factors = subgrid_factors(ds.spec.factors, step, f"protocol {protocol.name}")
             ctx = EvalContext(ds, mu, logvar, ds.factors[rows], ds.factor_classes[rows] // np.asarray(step),

@@ -123,3 +123,19 @@ def test_python_api_arguments_of_the_wrong_type_get_clear_errors(generated):
         evaluate("square-lsbd-v1", "pca", batch_size="10", progress=False)
     with pytest.raises(FactorbenchError, match="random split: fractions must be numbers"):
         split_from_dict({"kind": "random", "fractions": ["0.8", 0.1, 0.1]})
+
+
+def test_bare_collect_writes_only_into_a_source_checkout(capsys, monkeypatch, tmp_path):
+    import factorbench.baselines.commands as commands
+
+    monkeypatch.setattr(commands, "_in_source_checkout", lambda: False)
+    assert cli(["sweep", "reference-v1", "--collect", "--dir", str(tmp_path)]) == 2
+    assert "part of the installed package here; give a folder: --collect DIR" in capsys.readouterr().err
+
+
+def test_a_very_wide_code_is_warned_about_before_the_metrics(monkeypatch):
+    import factorbench.benchmark.evaluation as evaluation
+
+    monkeypatch.setattr(evaluation, "LARGE_CODE", 3)  # the square's ideal code has 4 dimensions
+    with pytest.warns(UserWarning, match="codes of 4 dimensions: the metrics' cost grows"):
+        evaluation.evaluate("square-lsbd-v1", "ideal", only=("mig",), progress=False)
