@@ -132,6 +132,7 @@ class Dataset(_Table):
                                    f"{self.spec.n}; the file is corrupted: regenerate it")
         self._factors: np.ndarray | None = None
         self._classes: np.ndarray | None = None
+        self._images: tuple[h5py.File, h5py.Dataset] | None = None
 
     def _h5(self) -> h5py.File:
         # Reopen after a fork (e.g. in DataLoader workers): HDF5 handles must not cross processes.
@@ -144,6 +145,7 @@ class Dataset(_Table):
         if self._file is not None and self._pid == os.getpid():
             self._file.close()
         self._file = None
+        self._images = None
 
     def __enter__(self) -> "Dataset":
         return self
@@ -153,7 +155,7 @@ class Dataset(_Table):
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_file"], state["_pid"] = None, -1
+        state["_file"], state["_pid"], state["_images"] = None, -1, None
         return state
 
     def __len__(self) -> int:
@@ -167,8 +169,16 @@ class Dataset(_Table):
     def images(self) -> ImageArray:
         return ImageArray(self)
 
+    def _images_dataset(self) -> h5py.Dataset:
+        """The file's ``images`` dataset, looked up once per process (a lookup per read cost a third of a
+        per-image loader's time)."""
+        f = self._h5()
+        if self._images is None or self._images[0] is not f:
+            self._images = (f, f["images"])
+        return self._images[1]
+
     def _read_images(self, rows: np.ndarray | slice | int) -> np.ndarray:
-        ds = self._h5()["images"]
+        ds = self._images_dataset()
         try:
             if not isinstance(rows, np.ndarray):
                 return ds[rows]
@@ -235,7 +245,9 @@ class Dataset(_Table):
         }
 
     def to_torch(self, split: str | None = None, transform: Callable[[np.ndarray], Any] | None = None):
-        """A ``torch.utils.data.Dataset`` of (image tensor (C, H, W) float in [0, 1], factor values)."""
+        """A ``torch.utils.data.Dataset`` of (image: float32 tensor (C, H, W) in [0, 1], or ``transform`` of the
+        uint8 (H, W, C) array; factors: float32 tensor (K,) of factor values), read a batch at a time by a
+        ``DataLoader``."""
         view = self.split(split) if split else self.subset(slice(None))
         return view.to_torch(transform)
 

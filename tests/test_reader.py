@@ -71,11 +71,21 @@ def test_to_torch(square):
     row = ds.split_indices("train")[0]
     assert x.shape == (3, 64, 64) and x.dtype == torch.float32
     assert torch.allclose(x, torch.from_numpy(full[row].transpose(2, 0, 1)).float() / 255)
-    assert np.array_equal(y.numpy(), ds.factors[row])
-    loader = torch.utils.data.DataLoader(tds, batch_size=100, num_workers=2)
-    xb, yb = next(iter(loader))
-    assert xb.shape == (100, 3, 64, 64) and yb.shape == (100, 2)
-    assert np.array_equal(yb.numpy(), ds.factors[ds.split_indices("train")[:100]])
+    assert y.dtype == torch.float32 and np.array_equal(y.numpy(), ds.factors[row].astype(np.float32))
+    assert torch.equal(tds[-1][0], tds[len(tds) - 1][0])
+    with pytest.raises(IndexError):
+        tds[len(tds)]
+    # a batch is one read (__getitems__), in the order asked, repeats allowed; it equals the items one by one
+    batch = tds.__getitems__([5, 0, 5, 17])
+    for (xb_i, yb_i), i in zip(batch, [5, 0, 5, 17]):
+        assert torch.equal(xb_i, tds[i][0]) and torch.equal(yb_i, tds[i][1])
+    rows = ds.split_indices("train")
+    for workers in (0, 2):
+        loader = torch.utils.data.DataLoader(tds, batch_size=100, num_workers=workers)
+        xb, yb = next(iter(loader))
+        assert xb.shape == (100, 3, 64, 64) and yb.shape == (100, 2) and yb.dtype == torch.float32
+        assert np.array_equal(yb.numpy(), ds.factors[rows[:100]].astype(np.float32))
+        assert torch.equal(xb, torch.from_numpy(full[rows[:100]].transpose(0, 3, 1, 2)).float() / 255)
 
 
 def test_strided_and_reversed_slices(square):
