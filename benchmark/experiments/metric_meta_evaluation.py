@@ -1,0 +1,245 @@
+"""Meta-evaluation of disentanglement metrics across a population of encoders (Almudévar & Ortega 2025,
+section 6, their Figures 4 and 5): for each dependence setting, the Spearman rank correlation across
+encoders between every metric and a target that says what a good representation does (the accuracy of a
+downstream classifier, or the Interventional Robustness Score), with a bootstrap interval over encoders.
+
+A good metric correlates strongly with the target, and keeps that correlation as the factors become
+dependent (the encoders are the same in every setting; only the evaluation samples change).
+
+The analysis is a pure function of scores: :func:`meta_evaluate` takes one row of scalars per encoder
+(``{"<setting>.<metric label>.<scalar>": value}``, as a dependent-factor protocol's results hold them),
+so it runs on any population, e.g. your own encoders' results beside the reference rows.
+:func:`population_of` builds the rows from a protocol's result files (one row per trained run, seeds
+apart).
+
+    python -m factorbench.benchmark.experiments.metric_meta_evaluation square-dependent-v1
+    python -m factorbench.benchmark.experiments.metric_meta_evaluation square-dependent-v1 --add mine.json --plot fig.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from factorbench.generators.errors import FactorbenchError
+
+__all__ = ["MetaEvaluation", "TARGETS", "format_meta_evaluation", "meta_evaluate", "plot_meta_evaluation",
+           "population_of", "protocol_order", "spearman"]
+
+#: the targets of Almudévar & Ortega's Figures 4 (downstream accuracy) and 5 (IRS), as scalar names
+#: within a setting (``<label>.<scalar>``)
+TARGETS = ("downstream.score", "irs.score")
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rank correlation of ``x`` and ``y`` (ties get their average rank, Spearman 1904): the
+    Pearson correlation of the ranks; NaN when either is constant (no ranking to compare)."""
+    return float(_spearman_rows(np.asarray(x, dtype=float)[None], np.asarray(y, dtype=float)[None])[0])
+
+
+def _spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """:func:`spearman` of each row of ``x`` (B, n) with the same row of ``y``."""
+    from scipy.stats import rankdata
+
+    rx, ry = rankdata(x, axis=1), rankdata(y, axis=1)
+    rx -= rx.mean(axis=1, keepdims=True)
+    ry -= ry.mean(axis=1, keepdims=True)
+    denominator = np.sqrt((rx * rx).sum(axis=1) * (ry * ry).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = (rx * ry).sum(axis=1) / denominator
+    return np.where(denominator > 0, np.clip(rho, -1.0, 1.0), np.nan)
+
+
+@dataclass(frozen=True)
+class MetaEvaluation:
+    """``rho[s, m, t]``: Spearman correlation across the ``encoders`` between metric ``metrics[m]`` and
+    target ``targets[t]`` in setting ``settings[s]``; ``low``/``high``: the bootstrap percentile interval
+    (``level``, ``n_boot`` resamples of the encoders with replacement, ``seed``)."""
+
+    settings: tuple[str, ...]
+    metrics: tuple[str, ...]
+    targets: tuple[str, ...]
+    encoders: tuple[str, ...]
+    rho: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    level: float
+    n_boot: int
+    seed: int
+
+
+def _settings_of(keys: Sequence[str], targets: Sequence[str]) -> list[str]:
+    """The settings (key prefixes) in which every target is present, in first-seen order."""
+    prefixes: list[str] = []
+    for key in keys:
+        for target in targets:
+            if key.endswith("." + target):
+                prefix = key[:-len(target) - 1]
+                if prefix not in prefixes:
+                    prefixes.append(prefix)
+    return [p for p in prefixes if all(f"{p}.{t}" in keys for t in targets)]
+
+
+def meta_evaluate(population: Mapping[str, Mapping[str, float]], targets: Sequence[str] = TARGETS,
+                  metrics: Sequence[str] | None = None, settings: Sequence[str] | None = None,
+                  n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> MetaEvaluation:
+    """Spearman correlations between metrics and targets across encoders, per setting (see the module).
+
+    ``population``: encoder name -> ``{"<setting>.<label>.<scalar>": value}``. ``metrics`` (scalar names
+    within a setting, ``<label>.<scalar>``): default every one present in every setting of every encoder,
+    the targets excluded. Encoders missing a value (or with a non-finite one) of a setting are left out of
+    that setting's correlations. Needs at least 3 encoders."""
+    if len(population) < 3:
+        raise FactorbenchError(f"a rank correlation across encoders needs at least 3 encoders, got {len(population)}")
+    if not 0 < level < 1:
+        raise FactorbenchError(f"level must be in (0, 1), got {level}")
+    if n_boot < 1:
+        raise FactorbenchError(f"n_boot must be >= 1, got {n_boot}")
+    names = tuple(population)
+    keys = list(dict.fromkeys(k for row in population.values() for k in row))  # first-seen (protocol) order
+    settings = tuple(settings) if settings is not None else tuple(_settings_of(keys, targets))
+    if not settings:
+        raise FactorbenchError(f"no setting holds every target ({', '.join(targets)}); the scores hold "
+                               f"{', '.join(keys[:12])}{', ...' if len(keys) > 12 else ''}")
+    if metrics is None:
+        per_setting = [{k[len(s) + 1:] for k in keys if k.startswith(s + ".")} for s in settings]
+        first = [k[len(settings[0]) + 1:] for k in keys if k.startswith(settings[0] + ".")]
+        metrics = [m for m in first if all(m in here for here in per_setting) and m not in targets]
+    metrics = tuple(metrics)
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(names), size=(n_boot, len(names)))
+    shape = (len(settings), len(metrics), len(targets))
+    rho, low, high = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
+    for s, setting in enumerate(settings):
+        for t, target in enumerate(targets):
+            y = np.array([population[e].get(f"{setting}.{target}", np.nan) for e in names], dtype=float)
+            for m, metric in enumerate(metrics):
+                x = np.array([population[e].get(f"{setting}.{metric}", np.nan) for e in names], dtype=float)
+                ok = np.isfinite(x) & np.isfinite(y)
+                if ok.sum() < 3:
+                    continue
+                rho[s, m, t] = spearman(x[ok], y[ok])
+                if ok.all():  # every resample at once
+                    boots = _spearman_rows(x[draws], y[draws])
+                else:  # resamples of the encoders that have both values
+                    boots = np.array([spearman(x[d[ok[d]]], y[d[ok[d]]]) for d in draws if ok[d].sum() >= 3])
+                boots = boots[np.isfinite(boots)]
+                if len(boots):
+                    low[s, m, t], high[s, m, t] = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
+    return MetaEvaluation(settings, metrics, tuple(targets), names, rho, low, high, level, n_boot, seed)
+
+
+def protocol_order(protocol: Any, population: Mapping[str, Mapping[str, float]],
+                   targets: Sequence[str] = TARGETS) -> tuple[list[str], list[str]]:
+    """The settings and metrics of a dependent-factor protocol in its own order (its metric labels are
+    ``<setting>.<metric>``): the independent setting first, the metrics as the protocol lists them."""
+    labels = [m.label for m in protocol.metrics]  # "<setting>.<metric>"; a setting may hold dots (double-0.1)
+    settings = list(dict.fromkeys(label.rsplit(".", 1)[0] for label in labels if "." in label))
+    keys = {k for row in population.values() for k in row}
+    first = [label.rsplit(".", 1)[1] for label in labels if "." in label and label.rsplit(".", 1)[0] == settings[0]] \
+        if settings else []
+    metrics = [f"{m}.{k.rsplit('.', 1)[1]}" for m in first for k in sorted(keys)
+               if k.startswith(f"{settings[0]}.{m}.") and "." not in k[len(f"{settings[0]}.{m}."):]]
+    return settings, [m for m in dict.fromkeys(metrics) if m not in targets]
+
+
+def population_of(results: Mapping[str, Sequence[Any]], trained_only: bool = True) -> dict[str, dict[str, float]]:
+    """One row of scalars per run: ``"<model>/seed<k>"`` (or ``"<model>/run<i>"``) -> ``run.scalars()``, from
+    ``{model: [runs]}`` (:func:`factorbench.benchmark.results.reference_results`). ``trained_only`` leaves
+    out the reference encoders without training provenance (``ideal``, ``random``, ``pca``)."""
+    rows: dict[str, dict[str, float]] = {}
+    for model, runs in results.items():
+        for i, run in enumerate(runs):
+            training = run.training or {}
+            if trained_only and not training:
+                continue
+            seed = (training.get("sweep") or {}).get("seed")
+            rows[f"{model}/seed{seed}" if seed is not None else f"{model}/run{i}"] = run.scalars()
+    return rows
+
+
+def format_meta_evaluation(result: MetaEvaluation, digits: int = 2) -> str:
+    """One Markdown table per target: a row per metric, a column per setting, each cell
+    ``rho [low, high]``."""
+    out = []
+    for t, target in enumerate(result.targets):
+        out.append(f"Spearman correlation with `{target}` across {len(result.encoders)} encoders "
+                   f"({round(100 * result.level)} % bootstrap interval, {result.n_boot} resamples)")
+        out.append("")
+        out.append("| metric | " + " | ".join(result.settings) + " |")
+        out.append("|---|" + "---|" * len(result.settings))
+        for m, metric in enumerate(result.metrics):
+            cells = []
+            for s in range(len(result.settings)):
+                r, lo, hi = result.rho[s, m, t], result.low[s, m, t], result.high[s, m, t]
+                cells.append("n/a" if math.isnan(r) else f"{r:.{digits}f}" + (
+                    "" if math.isnan(lo) else f" [{lo:.{digits}f}, {hi:.{digits}f}]"))
+            out.append(f"| {metric} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def plot_meta_evaluation(result: MetaEvaluation, path: str | Path) -> Path:
+    """Heat maps (one per target) of rho, metrics x settings, as Almudévar & Ortega's Figures 4 and 5."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(result.targets), figsize=(1.6 + 1.1 * len(result.settings) * len(result.targets),
+                                                              0.8 + 0.4 * len(result.metrics)), squeeze=False)
+    for t, ax in enumerate(axes[0]):
+        image = ax.imshow(result.rho[:, :, t].T, vmin=-1, vmax=1, cmap="RdBu_r", aspect="auto")
+        ax.set_xticks(range(len(result.settings)), result.settings, rotation=45, ha="right")
+        ax.set_yticks(range(len(result.metrics)), result.metrics if t == 0 else [""] * len(result.metrics))
+        ax.set_title(f"rho with {result.targets[t]}")
+        for s in range(len(result.settings)):
+            for m in range(len(result.metrics)):
+                if not math.isnan(result.rho[s, m, t]):
+                    ax.text(s, m, f"{result.rho[s, m, t]:.2f}", ha="center", va="center", fontsize=7)
+    fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8)
+    path = Path(path)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("protocol", help="a dependent-factor protocol, e.g. square-dependent-v1")
+    parser.add_argument("--dir", default=None, help="a folder of <model>.json results (default: the shipped rows)")
+    parser.add_argument("--add", action="append", default=[], metavar="JSON", help="more results (repeatable)")
+    parser.add_argument("--with-reference-encoders", action="store_true",
+                        help="also count ideal, random and pca (left out by default: they are not trained encoders)")
+    parser.add_argument("--n-boot", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--plot", metavar="PNG", default=None, help="also write the heat maps")
+    args = parser.parse_args(argv)
+    try:
+        from factorbench.benchmark.results import reference_results
+
+        from factorbench.benchmark.protocols import get_protocol
+
+        results = reference_results(args.protocol, args.dir, add=args.add)
+        population = population_of(results, trained_only=not args.with_reference_encoders)
+        settings, metrics = protocol_order(get_protocol(args.protocol), population)
+        result = meta_evaluate(population, metrics=metrics, settings=settings, n_boot=args.n_boot, seed=args.seed)
+        print(f"{args.protocol}: {len(result.encoders)} encoders ({len(results)} models)\n")
+        print(format_meta_evaluation(result))
+        if args.plot:
+            print(f"wrote {plot_meta_evaluation(result, args.plot)}")
+    except FactorbenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

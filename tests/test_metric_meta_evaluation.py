@@ -1,0 +1,99 @@
+"""The metric meta-evaluation (Almudévar & Ortega 2025, section 6): Spearman correlations across encoders,
+bootstrap intervals, settings found from the keys, and the command on the shipped dependent-factor rows."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from factorbench.benchmark.experiments.metric_meta_evaluation import (format_meta_evaluation, main,
+                                                                       meta_evaluate, population_of, spearman)
+from factorbench.generators.errors import FactorbenchError
+
+
+def test_spearman_closed_forms_and_scipy():
+    x = np.array([3.0, 1.0, 2.0, 5.0])
+    assert spearman(x, x ** 3) == pytest.approx(1.0)
+    assert spearman(x, -x) == pytest.approx(-1.0)
+    assert math.isnan(spearman(x, np.ones(4)))
+    # ties take their average rank: ranks (1, 2.5, 2.5, 4) against (1, 2, 3, 4)
+    assert spearman(np.array([1.0, 2.0, 2.0, 3.0]), np.arange(4.0)) == pytest.approx(math.sqrt(0.9))
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=30), rng.normal(size=30)
+    assert spearman(a, b) == pytest.approx(spearmanr(a, b).statistic, abs=1e-12)
+
+
+def _population(n: int = 40, seed: int = 0) -> dict[str, dict[str, float]]:
+    """Encoders with a target per setting; 'good' is a monotone function of the target, 'bad' its reverse,
+    'noise' independent of it; in the 'dependent' setting 'fragile' stops following the target."""
+    rng = np.random.default_rng(seed)
+    rows = {}
+    for i in range(n):
+        row = {}
+        for setting in ("independent", "dependent"):
+            target = rng.random()
+            row[f"{setting}.downstream.score"] = target
+            row[f"{setting}.irs.score"] = target ** 2
+            row[f"{setting}.good.score"] = math.exp(target)
+            row[f"{setting}.bad.score"] = -target
+            row[f"{setting}.noise.score"] = rng.random()
+            row[f"{setting}.fragile.score"] = target if setting == "independent" else rng.random()
+        rows[f"enc{i}"] = row
+    return rows
+
+
+def test_meta_evaluation_recovers_the_planted_correlations():
+    result = meta_evaluate(_population(), n_boot=300, seed=1)
+    assert result.settings == ("independent", "dependent") and len(result.encoders) == 40
+    assert set(result.metrics) == {"good.score", "bad.score", "noise.score", "fragile.score"}
+    m = {name: i for i, name in enumerate(result.metrics)}
+    for t in range(2):  # downstream and IRS (its square: the same ranking)
+        for s in range(2):
+            assert result.rho[s, m["good.score"], t] == pytest.approx(1.0)
+            assert (result.low[s, m["good.score"], t], result.high[s, m["good.score"], t]) == pytest.approx((1.0, 1.0))
+            assert result.rho[s, m["bad.score"], t] == pytest.approx(-1.0)
+            assert result.low[s, m["noise.score"], t] < 0 < result.high[s, m["noise.score"], t]
+        assert result.rho[0, m["fragile.score"], t] == pytest.approx(1.0)
+        assert result.low[1, m["fragile.score"], t] < 0 < result.high[1, m["fragile.score"], t]
+    again = meta_evaluate(_population(), n_boot=300, seed=1)
+    assert np.array_equal(again.low, result.low, equal_nan=True)  # a function of the seed
+    table = format_meta_evaluation(result)
+    assert "| good.score | 1.00 [1.00, 1.00] | 1.00 [1.00, 1.00] |" in table
+
+
+def test_missing_values_leave_an_encoder_out_of_that_setting_only():
+    population = _population(10)
+    population["enc0"]["dependent.good.score"] = math.nan
+    del population["enc1"]["dependent.noise.score"]
+    result = meta_evaluate(population, metrics=("good.score", "noise.score"), n_boot=50)
+    assert result.rho[1, 0, 0] == pytest.approx(1.0)  # the 9 others still rank perfectly
+    with pytest.raises(FactorbenchError, match="at least 3 encoders"):
+        meta_evaluate({k: population[k] for k in ("enc0", "enc1")})
+    with pytest.raises(FactorbenchError, match="no setting holds every target"):
+        meta_evaluate(population, targets=("nothing.score",))
+
+
+def test_the_shipped_square_population_and_the_command(capsys, tmp_path):
+    from factorbench.benchmark.results import reference_results
+
+    results = reference_results("square-dependent-v1")
+    population = population_of(results)
+    assert "pca/run0" not in population and "ideal/run0" not in population  # trained encoders only
+    assert "vae/seed0" in population and len(population) == sum(len(r) for m, r in results.items()
+                                                                if m not in ("ideal", "random", "pca"))
+    assert main(["square-dependent-v1", "--n-boot", "100", "--plot", str(tmp_path / "fig.png")]) == 0
+    out = capsys.readouterr().out
+    assert "| metric | independent | single | confounded |" in out and (tmp_path / "fig.png").stat().st_size > 0
+    assert main(["no-such-v1"]) == 2
+    # the teapot's settings include "double-0.1", a name with a dot, kept whole and in the protocol's order
+    from factorbench.benchmark.experiments.metric_meta_evaluation import protocol_order
+    from factorbench.benchmark.protocols import get_protocol
+
+    teapot = population_of(reference_results("teapot-dependent-v1"))
+    settings, metrics = protocol_order(get_protocol("teapot-dependent-v1"), teapot)
+    assert settings == ["independent", "single", "double-0.1", "triple", "confounded"]
+    assert metrics == ["minimality_sufficiency.minimality", "minimality_sufficiency.sufficiency", "mig.score",
+                       "sap.score", "modularity.score"]
