@@ -5,7 +5,8 @@
 Pages (plain HTML and CSS; a few lines of inline JavaScript only sort the tables, which read the same
 without it):
 
-- ``index.html``: every protocol with its dataset, headline metric and best row;
+- ``index.html``: every protocol with its dataset, headline metric and best row (oracle, baselines and rows
+  flagged uninformative do not compete, :mod:`factorbench.benchmark.kinds`);
 - ``<protocol>/index.html``: the score table (mean ± sample std over seeds, the headline first, best
   first), the protocol's hash, citation and full definition, and how to cite a number;
 - ``<protocol>/<model>.html``: every run of the model (seed by seed), its provenance (model config and
@@ -33,6 +34,7 @@ from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.outputs import check_output_dir
 
 from .protocols import PROTOCOLS, Protocol, get_protocol
+from .kinds import KINDS
 from .results import REFERENCE_DIR, EvaluationResult, ScoresTable, _reference_results, _table_of
 
 __all__ = ["MARKER", "build_site"]
@@ -51,6 +53,8 @@ code, pre { font-size: 0.9em; }
 pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; }
 .note { color: #555; font-size: 0.9em; }
 img { max-width: 32em; margin: 0.5em; border: 1px solid #ddd; }
+.kind { color: #555; }
+.flag { color: #a40; font-weight: bold; }
 """
 
 #: sorts a table by the clicked column (numbers by their data-value); the page reads the same without it
@@ -70,6 +74,14 @@ document.querySelectorAll("table.sortable th").forEach(function (th, col) {
     rows.forEach(function (r) { body.appendChild(r); });
   });
 });
+var kindFilter = document.getElementById("kind-filter");
+if (kindFilter) {
+  kindFilter.addEventListener("change", function () {
+    document.querySelectorAll("#scores tbody tr").forEach(function (row) {
+      row.hidden = kindFilter.value !== "" && row.getAttribute("data-kind") !== kindFilter.value;
+    });
+  });
+}
 """
 
 
@@ -109,15 +121,24 @@ def _cite(protocol: Protocol, version: str) -> str:
 def _score_table(table: ScoresTable) -> str:
     heads = "".join(f'<th title="{_e(d)} is better">{_e(k)} {_arrow(d)}</th>'
                     for k, d in zip(table.columns, table.directions))
+    kinds, flagged = dict(table.kinds), dict(table.uninformative)
     rows = []
     for model, runs, cells, same in table.rows:
         mark = "" if same else " *"
         tds = "".join(f'<td data-value="{m!r}"{" class=headline" if k == table.headline else ""}>{_e(_cell(m, s))}</td>'
                       for k, (m, s) in zip(table.columns, cells))
-        rows.append(f'<tr><td class="name" data-value="{_e(model)}"><a href="{_e(_file_name(model))}">{_e(model)}'
-                    f'</a>{mark}</td><td data-value="{runs}">{_e(table.runs_cell(model, runs))}</td>{tds}</tr>')
-    return (f'<table class="sortable" id="scores"><thead><tr><th class="name">model</th><th>runs</th>{heads}</tr>'
-            f'</thead>\n<tbody>\n' + "\n".join(rows) + "\n</tbody></table>")
+        kind = kinds.get(model, "")
+        flag = (f' <span class="flag" title="{_e(flagged[model])}">⚠ uninformative</span>' if model in flagged else "")
+        rows.append(f'<tr data-kind="{_e(kind)}"><td class="name" data-value="{_e(model)}"><a href="'
+                    f'{_e(_file_name(model))}">{_e(model)}</a>{mark}</td><td data-value="{runs}">'
+                    f'{_e(table.runs_cell(model, runs))}</td><td class="name" data-value="{_e(kind)}"><span class="kind">'
+                    f'{_e(kind)}</span>{flag}</td>{tds}</tr>')
+    present = [k for k in KINDS if k in kinds.values()]
+    options = "".join(f'<option value="{_e(k)}">{_e(k)}</option>' for k in present)
+    chooser = (f'<p><label>Show <select id="kind-filter"><option value="">every kind</option>{options}</select>'
+               "</label></p>")
+    return (chooser + f'<table class="sortable" id="scores"><thead><tr><th class="name">model</th><th>runs</th>'
+            f'<th class="name">kind</th>{heads}</tr></thead>\n<tbody>\n' + "\n".join(rows) + "\n</tbody></table>")
 
 
 def _notes(table: ScoresTable) -> str:
@@ -209,7 +230,8 @@ def _model_page(protocol: Protocol, model: str, runs: Sequence[EvaluationResult]
 def _index_page(entries: Sequence[tuple[Protocol, ScoresTable]], version: str) -> str:
     rows = []
     for protocol, table in entries:
-        best = f"{table.rows[0][0]} ({_cell(*table.rows[0][2][0])})" if table.rows and table.columns else ""
+        top = table.best() if table.columns else None  # oracle, baselines and uninformative rows do not compete
+        best = f"{top[0]} ({_cell(*top[2][0])})" if top else ""
         rows.append(f'<tr><td class="name" data-value="{_e(protocol.name)}"><a href="{_e(protocol.name)}/index.html">'
                     f'{_e(protocol.name)}</a></td><td class="name" data-value="{_e(protocol.dataset.generator)}">'
                     f"{_e(protocol.dataset.generator)}</td><td class=\"name\" data-value=\"{_e(table.headline)}\">"

@@ -492,6 +492,21 @@ class ScoresTable:
     notes: tuple[str, ...] = ()
     #: (model, seeds its plan asks for) of the rows made by a sweep that has not finished all of them
     unfinished: tuple[tuple[str, int], ...] = ()
+    #: (model, kind) of every row (:mod:`factorbench.benchmark.kinds`)
+    kinds: tuple[tuple[str, str], ...] = ()
+    #: (model, why) of the rows whose code is no more informative than the random baseline's
+    uninformative: tuple[tuple[str, str], ...] = ()
+
+    def kind_cell(self, model: str) -> str:
+        """The kind column: ``"unsupervised"``, with `` ⚠`` for a row flagged uninformative."""
+        return dict(self.kinds).get(model, "") + (" ⚠" if model in dict(self.uninformative) else "")
+
+    def best(self) -> tuple[str, int, tuple[tuple[float, float | None], ...], bool] | None:
+        """The first row (by the headline) that competes: not an oracle or baseline, not uninformative."""
+        from .kinds import RANKED_KINDS
+
+        kinds, flagged = dict(self.kinds), dict(self.uninformative)
+        return next((r for r in self.rows if kinds.get(r[0]) in RANKED_KINDS and r[0] not in flagged), None)
 
     def runs_cell(self, model: str, runs: int) -> str:
         """The runs column: ``"2"``, or ``"2 of 3"`` where the row's plan asks for seeds not finished yet."""
@@ -529,6 +544,12 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
                 keys.append(key)
     keys.sort(key=lambda k: labels.index(k.rpartition(".")[0]) if k.rpartition(".")[0] in labels else len(labels))
     head = protocol.headline.key
+    from .kinds import row_kind, uninformative_rows
+
+    kinds = {model: row_kind(model, runs) for model, runs in results.items()}
+    means = {model: [float(np.mean([r.scalars().get(k, math.nan) for r in runs])) for k in keys]
+             for model, runs in results.items()}
+    flagged = uninformative_rows(keys, _directions(protocol, keys), means, kinds)
     chosen = [k for k in keys if k != head and (columns is None or fnmatch.fnmatchcase(k, columns))]
     if columns is not None and not chosen and results:
         raise FactorbenchError(f"--columns {columns!r} matches none of {protocol.name}'s columns: "
@@ -562,8 +583,10 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
     if head in keys:
         sign = -1.0 if protocol.headline.better == "higher" else 1.0
         rows.sort(key=lambda r: (math.isnan(r[2][0][0]), sign * r[2][0][0] if not math.isnan(r[2][0][0]) else 0.0))
+    flags = [f"⚠ {model}: {why}" for model, why in flagged.items()]
     return ScoresTable(protocol.name, head, protocol.headline.better, tuple(keys),
-                       tuple(_directions(protocol, keys)), tuple(rows), tuple(waiting + unchecked), tuple(unfinished))
+                       tuple(_directions(protocol, keys)), tuple(rows), tuple(waiting + flags + unchecked),
+                       tuple(unfinished), tuple(kinds.items()), tuple(flagged.items()))
 
 
 def _unfinished_seeds(model: str, runs: list[EvaluationResult]) -> list[int] | None:
@@ -609,18 +632,20 @@ def format_table(table: ScoresTable, fmt: str = "md") -> str:
         + list(table.notes)
     heads = [_header_cell(k, d, table.headline) for k, d in zip(table.columns, table.directions)]
     if fmt == "md":
-        lines = ["| " + " | ".join(["model", "runs", *heads]) + " |", "|" + "|".join("---" for _ in range(len(heads) + 2)) + "|"]
-        lines += ["| " + " | ".join([name(r), table.runs_cell(r[0], r[1]), *(cell(m, s) for m, s in r[2])]) + " |"
-                  for r in table.rows]
+        lines = ["| " + " | ".join(["model", "runs", "kind", *heads]) + " |",
+                 "|" + "|".join("---" for _ in range(len(heads) + 3)) + "|"]
+        lines += ["| " + " | ".join([name(r), table.runs_cell(r[0], r[1]), table.kind_cell(r[0]),
+                                     *(cell(m, s) for m, s in r[2])]) + " |" for r in table.rows]
         return "\n".join(lines + [""] + notes)
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(["model", "runs", "reference_images", "planned_runs"]
+        writer.writerow(["model", "runs", "reference_images", "planned_runs", "kind", "uninformative"]
                         + [h + suffix for h in table.columns for suffix in ("", ".std")])
-        writer.writerow(["direction", "", "", ""] + [d for d in table.directions for _ in (0, 1)])
+        writer.writerow(["direction", "", "", "", "", ""] + [d for d in table.directions for _ in (0, 1)])
         for model, runs, cells, same in table.rows:
-            flat: list[Any] = [model, runs, "yes" if same else "no", dict(table.unfinished).get(model, "")]
+            flat: list[Any] = [model, runs, "yes" if same else "no", dict(table.unfinished).get(model, ""),
+                               dict(table.kinds).get(model, ""), "yes" if model in dict(table.uninformative) else "no"]
             for mean, std in cells:
                 flat += [f"{mean:.6g}", "" if std is None else f"{std:.6g}"]
             writer.writerow(flat)
@@ -635,11 +660,13 @@ def format_table(table: ScoresTable, fmt: str = "md") -> str:
             return f"{mean:.3f}" if std is None else f"{mean:.3f} $\\pm$ {std:.3f}"
 
         arrows = {"higher": r"$\uparrow$", "lower": r"$\downarrow$"}
-        lines = [r"\begin{tabular}{l r " + "r " * len(table.columns) + "}", r"\toprule",
-                 " & ".join(["model", "runs", *(f"{tex(k)} {arrows[d]}" for k, d in zip(table.columns, table.directions))])
+        lines = [r"\begin{tabular}{l r l " + "r " * len(table.columns) + "}", r"\toprule",
+                 " & ".join(["model", "runs", "kind",
+                             *(f"{tex(k)} {arrows[d]}" for k, d in zip(table.columns, table.directions))])
                  + r" \\", r"\midrule"]
         for row in table.rows:
             lines.append(" & ".join([tex(row[0]) + ("" if row[3] else r"$^{*}$"), table.runs_cell(row[0], row[1]),
+                                     table.kind_cell(row[0]).replace(" ⚠", r" $^{\dagger}$"),
                                      *(tcell(m, s) for m, s in row[2])]) + r" \\")
         lines += [r"\bottomrule", r"\end{tabular}"]
         lines += ["% " + tex(note).replace("↑", r"$\uparrow$").replace("↓", r"$\downarrow$").replace("±", r"$\pm$")

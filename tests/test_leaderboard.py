@@ -64,13 +64,14 @@ def test_protocol_pages_hold_the_score_table_rows_in_order(site):
     for name in PROTOCOLS:
         table = scores_table(name)
         rows = _table(site / name / "index.html", "scores")
-        assert rows[0][:2] == ["model", "runs"]
+        assert rows[0][:3] == ["model", "runs", "kind"]
         assert [r[0] for r in rows[1:]] == [row[0] for row in table.rows]
         head = table.columns.index(table.headline)
         for html_row, row in zip(rows[1:], table.rows):
             mean, std = row[2][head]
             assert html_row[1] == table.runs_cell(row[0], row[1])
-            assert html_row[2 + head] == (f"{mean:.3f}" if std is None else f"{mean:.3f} ± {std:.3f}")
+            assert html_row[2].startswith(dict(table.kinds)[row[0]])
+            assert html_row[3 + head] == (f"{mean:.3f}" if std is None else f"{mean:.3f} ± {std:.3f}")
         text = (site / name / "index.html").read_text()
         assert scores_table(name).headline in text
         from factorbench.benchmark.protocols import get_protocol
@@ -120,7 +121,7 @@ def test_a_trained_model_page_names_its_config_plan_and_seed(tmp_path):
     (folder / "my-vae.json").write_text(json.dumps({"model": "my-vae", "runs": runs}))
     out = build_site(tmp_path / "site", ["square-lsbd-v1"], reference_dir=tmp_path / "reference", plots=False)
     rows = _table(out / "square-lsbd-v1" / "index.html", "scores")
-    assert rows[1][:3] == ["my-vae", "2", "0.500 ± 0.141"]
+    assert rows[1][:4] == ["my-vae", "2", "unsupervised", "0.500 ± 0.141"]
     text = (out / "square-lsbd-v1" / "my-vae.html").read_text()
     assert [r[0] for r in _table(out / "square-lsbd-v1" / "my-vae.html", "runs")[1:]] == ["seed 0", "seed 1"]
     assert "my-plan (hash " + "ab" * 32 in text and "0" * 64 in text and "1" * 64 in text
@@ -185,6 +186,7 @@ def _browser():
 
 def test_pages_load_in_a_headless_browser_without_errors(site):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
 
     browser = _browser()
     try:
@@ -198,11 +200,16 @@ def test_pages_load_in_a_headless_browser_without_errors(site):
         shown = [r.find_element(By.CSS_SELECTOR, "td").text for r in browser.find_elements(By.CSS_SELECTOR, "#scores tbody tr")]
         assert shown == [row[0] for row in table.rows]  # best first
         # clicking the headline column sorts ascending, a second click descending
-        header = browser.find_elements(By.CSS_SELECTOR, "#scores th")[2]
+        header = browser.find_elements(By.CSS_SELECTOR, "#scores th")[3]
         header.click()
         header.click()
         resorted = [r.find_element(By.CSS_SELECTOR, "td").text for r in browser.find_elements(By.CSS_SELECTOR, "#scores tbody tr")]
         assert resorted == list(reversed(shown))
+        # the kind filter shows the rows of one kind only
+        Select(browser.find_element(By.ID, "kind-filter")).select_by_value("baseline")
+        visible = [r.find_element(By.CSS_SELECTOR, "td").text for r in browser.find_elements(By.CSS_SELECTOR, "#scores tbody tr")
+                   if r.is_displayed()]
+        assert sorted(visible) == ["pca", "random"]
         browser.find_element(By.LINK_TEXT, "pca").click()
         images = browser.find_elements(By.TAG_NAME, "img")
         assert len(images) == 4

@@ -289,12 +289,12 @@ def test_cli_protocols_scores_and_plots(small_results, data_dir, tmp_path, monke
     capsys.readouterr()
     assert main(["scores", SMALL.name, "--dir", str(folder), "--format", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].startswith("direction,,,,lower,lower,") and lines[2].startswith("ideal,1,yes,,")
+    assert lines[1].startswith("direction,,,,,,lower,lower,") and lines[2].startswith("ideal,1,yes,,oracle,no,")
     assert main(["scores", "square-lsbd-v1"]) == 0
     table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
     assert table[2].startswith("| ideal |") and table[-1].startswith("| random |")
     assert main(["scores", "square-dependent-v1", "--columns", "single.*"]) == 0
-    columns = capsys.readouterr().out.splitlines()[0].strip("| ").split(" | ")[2:]
+    columns = capsys.readouterr().out.splitlines()[0].strip("| ").split(" | ")[3:]
     headline = "independent.minimality_sufficiency.sufficiency ↑ (headline)"   # always shown, first
     assert columns[0] == headline and len(columns) > 1
     assert all(c.startswith("single.") for c in columns[1:])

@@ -70,10 +70,10 @@ def test_table_shows_the_headline_first_and_keeps_the_protocols_order(folder, ca
     assert [row[0] for row in table.rows] == ["ideal", "pca", "random"]
     code, out, _ = _scores(capsys, TABLE.name, "--dir", str(folder))
     header = out.splitlines()[0]
-    assert code == 0 and header.startswith("| model | runs | dci.informativeness ↓ (headline) | mig.score ↑ |")
+    assert code == 0 and header.startswith("| model | runs | kind | dci.informativeness ↓ (headline) | mig.score ↑ |")
     assert "headline: dci.informativeness (lower is better)" in out
     code, out, _ = _scores(capsys, TABLE.name, "--dir", str(folder), "--format", "latex")
-    assert code == 0 and out.startswith(r"\begin{tabular}{l r r r r r }")
+    assert code == 0 and out.startswith(r"\begin{tabular}{l r l r r r r }")
     assert r"dci.informativeness $\downarrow$ & mig.score $\uparrow$" in out
     assert r"\midrule" in out and out.rstrip().splitlines()[-2] == r"\end{tabular}"
 
