@@ -100,15 +100,11 @@ def _cpu_has_bf16() -> bool:
 
 
 def cpu_model_name() -> str:
-    """The CPU's model name (/proc/cpuinfo's "model name"), else the platform's processor or machine.
+    """The CPU's model name (:func:`factorbench.benchmark.environment.cpu_model_name`). CPU time per step
+    depends on it (bf16 matrix units, AVX-512), so run records keep it beside the time."""
+    from factorbench.benchmark.environment import cpu_model_name as model_name
 
-    CPU time per step depends on it (bf16 matrix units, AVX-512), so run records keep it beside the time.
-    """
-    for line in _cpuinfo().splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name" and value.strip():
-            return value.strip()
-    return platform.processor() or platform.machine()
+    return model_name()
 
 
 def choose_device(requested: str) -> torch.device:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import os
-import platform
 import time
 import warnings
 from typing import Any
@@ -24,6 +23,7 @@ from factorbench.generators.fileformat import package_version
 
 from .adapters import ADAPTERS, EvalContext, NotApplicable
 from .cache import DataChanged, expected_rows, file_state, prepare_dataset, verified_hashes
+from .environment import environment_record
 from .dataset import load
 from .encoders import describe_encoder, encode, load_encoder
 from .protocols import Protocol, get_protocol
@@ -281,7 +281,7 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
         code_dim=int(mu.shape[1]), posterior=logvar is not None, metrics=metrics, skipped=skipped,
         partial=only is not None, seeds=sorted({c.seed for c in calls}), timings=timings,
         date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        environment={"python": platform.python_version(), "machine": platform.machine()},
+        environment=environment_record(),
         training=training,
         headline={"key": protocol.headline.key, "better": protocol.headline.better},
         directions=_directions(protocol, metrics),

@@ -233,3 +233,15 @@ def test_a_copy_with_fewer_objects_than_the_protocol_names_is_warned_about(tmp_p
     with pytest.warns(UserWarning, match="your copy of modelnet40 holds 3 objects, the protocol names 626"):
         record = local_data_record(get_protocol("modelnet40-lsbd-v1"), Spec())
     assert record == {"source_digest": "9" * 64, "objects": 3, "objects_expected": 626}
+
+
+def test_a_result_records_the_library_versions_and_the_commit(results):
+    from importlib import metadata
+    from pathlib import Path
+
+    env = results["pca"].environment
+    for name in ("numpy", "scipy", "scikit-learn", "h5py"):
+        assert env[name] == metadata.version(name)
+    assert env["python"] and env["cpu"]
+    if (Path(__file__).resolve().parent.parent / ".git").exists():  # a source checkout
+        assert len(env["factorbench_commit"].split("+")[0]) == 40

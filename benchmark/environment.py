@@ -1,0 +1,62 @@
+"""What a result records about the software and machine that made it, so that a number can be traced a
+year later: Python, the machine and CPU model, the versions of factorbench and of the libraries the
+numbers depend on (numpy, scipy, scikit-learn, h5py; PyTorch where installed), and the git commit of a
+source checkout. Read from package metadata, without importing the libraries."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+__all__ = ["LIBRARIES", "cpu_model_name", "environment_record", "source_commit"]
+
+#: distributions whose versions a result records (absent ones are left out)
+LIBRARIES = ("numpy", "scipy", "scikit-learn", "h5py", "torch")
+
+
+def cpu_model_name() -> str:
+    """The CPU's model name (/proc/cpuinfo's "model name"), else the platform's processor or machine."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and value.strip():
+            return value.strip()
+    return platform.processor() or platform.machine()
+
+
+@lru_cache(maxsize=1)
+def source_commit() -> str:
+    """The git commit of the checkout factorbench runs from (with ``+dirty`` when it has changes), or ''
+    for an installed package."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return ""
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return f"{commit}+dirty" if commit and dirty else commit
+
+
+@lru_cache(maxsize=1)
+def environment_record() -> dict[str, str]:
+    """``{"python", "machine", "cpu", "factorbench_commit", "<library>": version, ...}``."""
+    record = {"python": platform.python_version(), "machine": platform.machine(), "cpu": cpu_model_name()}
+    for name in LIBRARIES:
+        try:
+            record[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    commit = source_commit()
+    if commit:
+        record["factorbench_commit"] = commit
+    return record
