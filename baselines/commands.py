@@ -35,24 +35,26 @@ def _model_names() -> list[str]:
 
 @command("train", "train a baseline model on a dataset into a run directory (resumable)")
 def _train(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="model name (see `factorbench train --list`); 'list' prints them with their settings")
-    p.add_argument("--dataset", metavar="NAME_OR_FILE", help="a dataset name (the protocols' cached copy, generated "
-                   "on first use) or a dataset file")
+    p.add_argument("model", help="model name; `factorbench train list` prints every model with its settings")
+    p.add_argument("--dataset", metavar="NAME_OR_FILE", help="required: a dataset name (the protocols' cached copy, "
+                   "generated on first use) or a dataset file")
     p.add_argument("--split", default="train", help="split of the dataset to train on, or 'all' (default train)")
-    p.add_argument("--out", metavar="RUN_DIR", help="run directory (config, checkpoints, log, weights, samples.png)")
+    p.add_argument("--out", metavar="RUN_DIR", help="required: the run directory (config, checkpoints, log, weights, "
+                   "samples.png)")
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the model's)")
     p.add_argument("--seed", type=int, default=None, help="seed of initialisation, batches and noise (default 0)")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="model setting (repeatable), e.g. beta=4, "
                    "latent_dim=4, architecture=dlib")
-    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
-    p.add_argument("--precision", default="auto", help="auto (bf16 on CUDA and on CPUs with bf16 units, else fp32; "
-                   "fp16 on CUDA without bf16), bf16, fp16 or fp32")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="auto (CUDA when present), cpu "
+                   "or cuda")
+    p.add_argument("--precision", default="auto", choices=("auto", "bf16", "fp16", "fp32"), help="auto (bf16 on CUDA "
+                   "and on CPUs with bf16 units, else fp32; fp16 on CUDA without bf16), bf16, fp16 or fp32")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: one per core; on a busy "
                    "machine use fewer)")
     p.add_argument("--resume", action="store_true", help="continue an unfinished run in RUN_DIR")
     p.add_argument("--force", action="store_true", help="replace whatever run RUN_DIR holds")
-    p.add_argument("--checkpoint-every", type=float, default=180.0, metavar="SECONDS",
-                   help="seconds between checkpoints (default 180)")
+    p.add_argument("--checkpoint-every", type=float, default=120.0, metavar="SECONDS",
+                   help="seconds between checkpoints (default 120, as in `sweep`)")
     p.add_argument("--snapshot-every", type=int, default=None, metavar="STEPS",
                    help="also keep the weights every STEPS steps (evaluate one with --encoder run:RUN_DIR@STEP)")
     p.add_argument("--source", metavar="PATH", default=None, help="local data for datasets that need it")
@@ -139,8 +141,8 @@ def _sources(items: list[str] | None) -> tuple[tuple[str, str], ...]:
 @command("sweep", "train and evaluate a plan's models (local processes or SLURM), resumable; --status, --collect")
 def _sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("plan", metavar="PLAN", help="a plan file (.toml) or a shipped plan's name, e.g. reference-v1")
-    p.add_argument("--engine", default="local", help="local (processes on this machine) or slurm (a job array); "
-                   "default local")
+    p.add_argument("--engine", default="local", choices=("local", "slurm"), help="local (processes on this machine) "
+                   "or slurm (a job array); default local")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="jobs run at once (SLURM: array parallelism); "
                    "default 1")
     p.add_argument("--only", metavar="PATTERN", help="only these jobs: shell patterns over job ids (name/dataset/"
@@ -157,8 +159,10 @@ def _sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", metavar="SWEEP_DIR", help="sweep directory (default $FACTORBENCH_SWEEPS/<plan name>, "
                    "else ~/.cache/factorbench/sweeps/<plan name>)")
     p.add_argument("--verbose", action="store_true", help="--status: list the finished jobs too")
-    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
-    p.add_argument("--precision", default="auto", help="auto, bf16, fp16 or fp32 (see `factorbench train`)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="auto (CUDA when present), cpu "
+                   "or cuda")
+    p.add_argument("--precision", default="auto", choices=("auto", "bf16", "fp16", "fp32"),
+                   help="auto, bf16, fp16 or fp32 (see `factorbench train`)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads per job (default: the libraries' "
                    "defaults; with --jobs N on C cores use about C/N)")
     p.add_argument("--checkpoint-every", type=float, default=120.0, metavar="SECONDS",

@@ -64,7 +64,7 @@ class TrainOptions:
     #: free cores: OpenMP threads that wait for a busy core spin, and a 2-thread step can run 10x slower.
     threads: int | None = None
     channels_last: bool = True
-    checkpoint_every_s: float = 180.0
+    checkpoint_every_s: float = 120.0
     log_every: int = 50
     memory_limit: int = DEFAULT_MEMORY_LIMIT
     progress: bool = True

@@ -277,7 +277,8 @@ def _evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plots", metavar="DIR", help="also write PNG plots of the metrics' matrices into DIR")
     p.add_argument("--batch-size", type=int, default=256, help="images per encoder call (default 256)")
     p.add_argument("--source", metavar="PATH", default=None, help="local data for protocols that need it")
-    p.add_argument("--only", nargs="+", metavar="LABEL", help="run only these metric labels (a partial result)")
+    p.add_argument("--only", nargs="+", metavar="LABEL", help="run only these metric labels (a partial result); "
+                   "space- or comma-separated, as `sweep --only`")
     p.add_argument("--force", action="store_true", help="overwrite the result file and the plots if they exist")
     p.add_argument("--quiet", action="store_true", help="no progress output")
 
@@ -291,7 +292,9 @@ def _evaluate(p: argparse.ArgumentParser) -> None:
 
         # everything that can be checked is checked before any data is generated or encoded
         protocol = get_protocol(args.protocol)
-        if args.only:
+        if args.only:  # "a b", "a,b" and "a, b" alike
+            args.only = [label for item in args.only for label in item.split(",") if label.strip()]
+            args.only = [label.strip() for label in args.only]
             for label in args.only:
                 protocol.metric(label)
         model = args.model or _default_model_name(args.encoder, args.codes)
@@ -405,7 +408,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # argparse has printed the usage error (or --help, --version): its status
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     try:
         return args.run(args)
     except FactorbenchError as exc:

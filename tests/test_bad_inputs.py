@@ -139,3 +139,15 @@ def test_a_very_wide_code_is_warned_about_before_the_metrics(monkeypatch):
     monkeypatch.setattr(evaluation, "LARGE_CODE", 3)  # the square's ideal code has 4 dimensions
     with pytest.warns(UserWarning, match="codes of 4 dimensions: the metrics' cost grows"):
         evaluation.evaluate("square-lsbd-v1", "ideal", only=("mig",), progress=False)
+
+
+def test_one_cli_choices_and_separators(capsys, tmp_path):
+    """Closed sets are argparse choices (exit 2, the valid values named); `evaluate --only` takes commas as
+    `sweep --only` does."""
+    assert cli(["train", "vae", "--dataset", "square", "--out", str(tmp_path / "r"), "--precision", "fp64"]) == 2
+    assert "invalid choice: 'fp64' (choose from 'auto', 'bf16', 'fp16', 'fp32')" in capsys.readouterr().err
+    assert cli(["sweep", "reference-v1", "--engine", "pbs", "--dry-run"]) == 2
+    assert "invalid choice: 'pbs'" in capsys.readouterr().err
+    out = tmp_path / "ideal.json"
+    assert cli(["evaluate", "square-lsbd-v1", "--encoder", "ideal", "--only", "mig,sap", "--out", str(out)]) == 0
+    assert set(json.loads(out.read_text())["metrics"]) == {"mig", "sap"}
