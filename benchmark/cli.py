@@ -348,7 +348,9 @@ def _check_plot_targets(directory: Path, protocol: Any, only: list[str] | None) 
          "first by its headline metric")
 def _scores(p: argparse.ArgumentParser) -> None:
     p.add_argument("protocol", help="protocol name (see `factorbench protocols`)")
-    p.add_argument("--format", choices=("md", "csv", "latex"), default="md")
+    p.add_argument("--format", choices=("md", "csv", "latex", "json"), default="md",
+                   help="md (default), csv (numbers only, one header row), latex, or json (with each column's "
+                        "direction)")
     p.add_argument("--dir", metavar="DIR", default=None, help="a folder of result JSON files (default: the "
                    "reference results shipped with factorbench)")
     p.add_argument("--add", action="append", metavar="JSON", default=[],

@@ -614,9 +614,10 @@ def _header_cell(key: str, better: str, headline: str) -> str:
 
 
 def format_table(table: ScoresTable, fmt: str = "md") -> str:
-    """The table as Markdown (``md``), CSV (``csv``; mean and std in separate columns, a ``direction``
-    row, ``planned_runs`` the seeds a row's plan asks for where some are not finished) or LaTeX
-    (``latex``; booktabs). ↑: higher is better, ↓: lower is better; ± is the sample standard deviation
+    """The table as Markdown (``md``), CSV (``csv``; one header row, then numbers only: mean and std in
+    separate columns, ``planned_runs`` the seeds a row's plan asks for where some are not finished, the
+    row's ``kind`` and whether it is ``uninformative``), LaTeX (``latex``; booktabs) or JSON (``json``:
+    every column with its direction, every row with its values, kind and notes). ↑: higher is better, ↓: lower is better; ± is the sample standard deviation
     (n - 1) over runs; a row whose plan asks for more seeds than have finished shows "2 of 3" runs."""
     def cell(mean: float, std: float | None, digits: int = 3) -> str:
         if math.isnan(mean):  # a scalar the row's metric did not report (e.g. one that needs a posterior)
@@ -637,12 +638,23 @@ def format_table(table: ScoresTable, fmt: str = "md") -> str:
         lines += ["| " + " | ".join([name(r), table.runs_cell(r[0], r[1]), table.kind_cell(r[0]),
                                      *(cell(m, s) for m, s in r[2])]) + " |" for r in table.rows]
         return "\n".join(lines + [""] + notes)
-    if fmt == "csv":
+    if fmt == "json":
+        document = {
+            "protocol": table.protocol, "headline": {"key": table.headline, "better": table.headline_better},
+            "columns": [{"key": k, "better": d} for k, d in zip(table.columns, table.directions)],
+            "rows": [{"model": model, "runs": runs, "planned_runs": dict(table.unfinished).get(model),
+                      "kind": dict(table.kinds).get(model, ""), "uninformative": dict(table.uninformative).get(model),
+                      "reference_images": same,
+                      "values": {k: {"mean": None if math.isnan(m) else m, "std": s}
+                                 for k, (m, s) in zip(table.columns, cells)}}
+                     for model, runs, cells, same in table.rows],
+            "notes": notes}
+        return json.dumps(document, indent=1, ensure_ascii=False, allow_nan=False)
+    if fmt == "csv":  # numbers only below the header (pandas reads them as numbers); directions: --format json
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(["model", "runs", "reference_images", "planned_runs", "kind", "uninformative"]
                         + [h + suffix for h in table.columns for suffix in ("", ".std")])
-        writer.writerow(["direction", "", "", "", "", ""] + [d for d in table.directions for _ in (0, 1)])
         for model, runs, cells, same in table.rows:
             flat: list[Any] = [model, runs, "yes" if same else "no", dict(table.unfinished).get(model, ""),
                                dict(table.kinds).get(model, ""), "yes" if model in dict(table.uninformative) else "no"]
@@ -672,4 +684,4 @@ def format_table(table: ScoresTable, fmt: str = "md") -> str:
         lines += ["% " + tex(note).replace("↑", r"$\uparrow$").replace("↓", r"$\downarrow$").replace("±", r"$\pm$")
                   for note in notes]
         return "\n".join(lines)
-    raise FactorbenchError(f"unknown table format {fmt!r}; use md, csv or latex")
+    raise FactorbenchError(f"unknown table format {fmt!r}; use md, csv, latex or json")

@@ -259,7 +259,7 @@ def test_cli_plan_errors_exit_2(tmp_path, capsys):
     good.write_text(PLAN)
     cases = [(["sweep", str(bad), "--dry-run"], "unknown model 'vea'"),
              (["sweep", str(good), "--only", "x/*", "--dir", str(tmp_path / "s")], "matches no job"),
-             (["sweep", str(good), "--engine", "cloud"], "--engine 'cloud'"),
+             (["sweep", str(good), "--engine", "cloud"], "invalid choice: 'cloud'"),
              (["sweep", str(good), "--jobs", "0", "--dir", str(tmp_path / "s")], "--jobs must be >= 1"),
              (["sweep", str(good), "--status", "--dry-run"], "give one of"),
              (["sweep", str(good), "--slurm", "partition=x"], "need --engine slurm")]
@@ -700,7 +700,7 @@ def test_scores_refuse_results_whose_plan_entry_or_model_config_changed(swept, t
     assert table.notes == ("vae: 2 of the 3 seeds plan tiny asks for (seed 2 not finished yet); its mean and std "
                            "may still move",)
     assert "| vae | 2 of 3 |" in format_table(table)
-    assert format_table(table, "csv").splitlines()[2].startswith("vae,2,yes,3,")
+    assert format_table(table, "csv").splitlines()[1].startswith("vae,2,yes,3,")
     assert " & 2 of 3 & " in format_table(table, "latex")
     (shipped / "tiny.toml").write_text(PLAN)
     # without PyTorch only the plan's settings are compared, and the table says so

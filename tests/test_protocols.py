@@ -289,7 +289,10 @@ def test_cli_protocols_scores_and_plots(small_results, data_dir, tmp_path, monke
     capsys.readouterr()
     assert main(["scores", SMALL.name, "--dir", str(folder), "--format", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].startswith("direction,,,,,,lower,lower,") and lines[2].startswith("ideal,1,yes,,oracle,no,")
+    assert lines[1].startswith("ideal,1,yes,,oracle,no,") and not any(line.startswith("direction") for line in lines)
+    assert main(["scores", SMALL.name, "--dir", str(folder), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["columns"][0]["better"] == "lower" and document["rows"][0]["kind"] == "oracle"
     assert main(["scores", "square-lsbd-v1"]) == 0
     table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
     assert table[2].startswith("| ideal |") and table[-1].startswith("| random |")
