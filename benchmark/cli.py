@@ -246,7 +246,7 @@ def _protocols(p: argparse.ArgumentParser) -> None:
             np.save(out, rows)
             print(f"wrote {out}: {len(rows)} file rows of {protocol.dataset.generator} scored by {protocol.name}")
             return 0
-        print(f"# {protocol.name}  hash {protocol.hash()}")
+        print(f"# {protocol.name}  hash {protocol.hash()}", file=sys.stderr)  # stdout: valid JSON alone
         print(protocol.to_json(indent=2))
         return 0
     p.set_defaults(run=run)

@@ -266,8 +266,8 @@ def test_cli_protocols_scores_and_plots(small_results, data_dir, tmp_path, monke
     assert main(["protocols"]) == 0
     assert "square-lsbd-v1" in capsys.readouterr().out
     assert main(["protocols", "square-lsbd-v1"]) == 0
-    out = capsys.readouterr().out
-    assert get_protocol("square-lsbd-v1").hash() in out and '"d_lsbd"' in out
+    out, err = capsys.readouterr()
+    assert get_protocol("square-lsbd-v1").hash() in err and json.loads(out)["name"] == "square-lsbd-v1"  # stdout: JSON
     monkeypatch.setitem(base.PROTOCOLS, SMALL.name, SMALL)
     assert main(["protocols", SMALL.name, "--dataset-path"]) == 0
     assert capsys.readouterr().out.strip().endswith(".h5")
