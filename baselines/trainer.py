@@ -41,8 +41,8 @@ from .nets import check_image_shape, is_convolutional
 from .optim import apply_lr_schedule
 from .runs import CHECKPOINT, DONE, LOG, RUN_FILES, RUN_JSON, SAMPLES, SNAPSHOTS, WEIGHTS, RunSpec, read_run, snapshot_path
 
-__all__ = ["PRECISIONS", "TrainOptions", "TrainResult", "TrainingInterrupted", "choose_device", "choose_precision",
-           "train"]
+__all__ = ["PRECISIONS", "TrainOptions", "TrainResult", "TrainingInterrupted", "apply_cuda_determinism",
+           "choose_device", "choose_precision", "cuda_determinism", "train"]
 
 #: precision name -> autocast dtype (None: float32, no autocast)
 PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -124,9 +124,29 @@ def choose_precision(requested: str, device: torch.device) -> str:
         if requested == "fp16" and device.type != "cuda":
             raise FactorbenchError("--precision fp16 needs a CUDA device; use bf16 or fp32 on the CPU")
         return requested
-    if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if device.type == "cuda":  # native bf16 only (Ampere and later): emulated bf16 is slower than fp16
+        return "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16"
     return "bf16" if _cpu_has_bf16() else "fp32"
+
+
+def cuda_determinism(precision: str) -> dict[str, Any]:
+    """The settings a CUDA run trains under (recorded in every segment): deterministic cuDNN kernels,
+    ``torch.use_deterministic_algorithms`` (warning, not failing, where an op has no deterministic
+    kernel), cuBLAS's fixed workspace, and TF32 off for ``fp32`` so that a run recorded as fp32 is fp32
+    (on by default, TF32 matmuls and convolutions keep only 10 mantissa bits)."""
+    tf32 = precision != "fp32"
+    return {"cudnn_deterministic": True, "cudnn_benchmark": False, "deterministic_algorithms": "warn_only",
+            "cublas_workspace_config": ":4096:8", "tf32": tf32}
+
+
+def apply_cuda_determinism(settings: dict[str, Any]) -> None:
+    """Set :func:`cuda_determinism`'s settings in this process (before the first cuBLAS call)."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", settings["cublas_workspace_config"])
+    torch.backends.cudnn.deterministic = settings["cudnn_deterministic"]
+    torch.backends.cudnn.benchmark = settings["cudnn_benchmark"]
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cuda.matmul.allow_tf32 = settings["tf32"]
+    torch.backends.cudnn.allow_tf32 = settings["tf32"]
 
 
 @contextmanager
@@ -309,6 +329,8 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
                   "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
         atomic_write_bytes(run_dir / RUN_JSON, json.dumps(record, indent=1, sort_keys=True).encode())
 
+    if device.type == "cuda":
+        apply_cuda_determinism(cuda_determinism(precision))
     torch.manual_seed(config.seed)
     model = family.build(config, data.image_shape)
     memory_format = torch.channels_last if options.channels_last and is_convolutional(config) else None
@@ -334,8 +356,11 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
         noise = extra["noise"]
         if extra.get("scaler"):
             scaler.load_state_dict(extra["scaler"])
-    segments.append({"from_step": start, "device": str(device), "device_name": _device_name(device),
-                     "precision": precision, "noise": noise, "threads": torch.get_num_threads()})
+    segment = {"from_step": start, "device": str(device), "device_name": _device_name(device),
+               "precision": precision, "noise": noise, "threads": torch.get_num_threads()}
+    if device.type == "cuda":
+        segment["determinism"] = cuda_determinism(precision)
+    segments.append(segment)
     log = _CsvLog(run_dir / LOG, keep_until=start if resume else None)
     stop_at = config.steps if options.stop_after is None else min(config.steps, options.stop_after)
 

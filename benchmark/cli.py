@@ -277,6 +277,8 @@ def _evaluate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plots", metavar="DIR", help="also write PNG plots of the metrics' matrices into DIR")
     p.add_argument("--batch-size", type=int, default=256, help="images per encoder call (default 256)")
     p.add_argument("--source", metavar="PATH", default=None, help="local data for protocols that need it")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"), help="where a run: encoder encodes "
+                   "(default cpu; auto: CUDA when present)")
     p.add_argument("--only", nargs="+", metavar="LABEL", help="run only these metric labels (a partial result); "
                    "space- or comma-separated, as `sweep --only`")
     p.add_argument("--force", action="store_true", help="overwrite the result file and the plots if they exist")
@@ -317,7 +319,7 @@ def _evaluate(p: argparse.ArgumentParser) -> None:
         else:
             from .encoders import load_encoder
 
-            args.encoder = load_encoder(args.encoder)  # an import error before any data is generated
+            args.encoder = load_encoder(args.encoder, args.device)  # an import error before any data is generated
         result = evaluate(protocol, args.encoder, codes=codes, indices=indices, batch_size=args.batch_size,
                           source=args.source, progress=not args.quiet,
                           only=tuple(args.only) if args.only else None)

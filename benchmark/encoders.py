@@ -180,14 +180,18 @@ def _build(factory: Any, what: str) -> Any:
         raise FactorbenchError(f"{what}: building the encoder, {name}() raised {type(exc).__name__}: {exc}") from exc
 
 
-def _load_run(run_dir: str) -> Any:
-    """A model trained by ``factorbench train`` (needs the ``train`` extra)."""
+def _load_run(run_dir: str, device: str = "cpu") -> Any:
+    """A model trained by ``factorbench train`` (needs the ``train`` extra), on ``device``."""
     try:
         from factorbench.baselines.runs import load_run
         import torch  # noqa: F401
     except ImportError:
         raise FactorbenchError("--encoder run:... needs PyTorch: pip install 'factorbench[train]'") from None
-    return load_run(run_dir)
+    if device != "cpu":
+        from factorbench.baselines.trainer import choose_device
+
+        device = str(choose_device(device))
+    return load_run(run_dir, device=device)
 
 
 def _import_from_cwd() -> None:
@@ -199,8 +203,9 @@ def _import_from_cwd() -> None:
     importlib.invalidate_caches()
 
 
-def load_encoder(spec: Any) -> Any:
-    """An encoder from a reference name (``ideal``, ``random``, ``pca``), ``run:RUN_DIR`` (a trained run),
+def load_encoder(spec: Any, device: str = "cpu") -> Any:
+    """An encoder from a reference name (``ideal``, ``random``, ``pca``), ``run:RUN_DIR`` (a trained run, on
+    ``device``: cpu, cuda or auto),
     a ``module:attribute`` string
     (a callable encoder, or a factory called with no arguments that returns one; imported from the
     current directory too, as ``python -m`` does), or an object."""
@@ -208,7 +213,7 @@ def load_encoder(spec: Any) -> Any:
         if spec in REFERENCE_ENCODERS:
             return REFERENCE_ENCODERS[spec]()
         if spec.startswith("run:"):
-            return _load_run(spec[len("run:"):])
+            return _load_run(spec[len("run:"):], device)
         if ":" not in spec:
             raise FactorbenchError(f"--encoder {spec!r}: give a reference encoder ({', '.join(REFERENCE_ENCODERS)}) "
                                    "or module:function, e.g. mypackage.models:encode")
