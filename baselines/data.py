@@ -24,8 +24,19 @@ from factorbench.generators.errors import FactorbenchError
 
 __all__ = ["DEFAULT_MEMORY_LIMIT", "EpochOrder", "TrainingData", "data_identity", "resolve_dataset", "split_identity"]
 
-#: splits larger than this many bytes of uint8 pixels are streamed from the file
-DEFAULT_MEMORY_LIMIT = 1 << 30
+def _default_memory_limit() -> int:
+    """A quarter of the machine's memory, at most 8 GiB, at least 1 GiB: the teapot's 2 GB training split
+    is then held in memory on a 24 GiB machine (a batch gathered in about 0.15 ms instead of 5 ms read
+    and decompressed by a reader thread)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 30
+    return int(min(8 << 30, max(1 << 30, total // 4)))
+
+
+#: splits larger than this many bytes of uint8 pixels are streamed from the file (same batches either way)
+DEFAULT_MEMORY_LIMIT = _default_memory_limit()
 
 
 def resolve_dataset(dataset: str | os.PathLike, *, source: str | os.PathLike | None = None,

@@ -15,10 +15,14 @@ __all__ = ["apply_lr_schedule", "discriminator_groups", "model_adam"]
 def model_adam(params: Iterable[torch.nn.Parameter] | list[dict], config: ModelConfig) -> torch.optim.Adam:
     """Adam over ``params`` (parameters, or param groups with their own ``lr``) with ``lr``, ``adam_beta1``,
     ``adam_beta2``, ``adam_eps`` and ``weight_decay`` of ``config`` (PyTorch's L2 form: the decay is added
-    to the gradient, as Almudevar & Ortega's ``Adam(weight_decay=4e-5)``). Optimisers with settings of
-    their own (FactorVAE's and the AAE's discriminators) are built directly."""
+    to the gradient, as Almudevar & Ortega's ``Adam(weight_decay=4e-5)``); PyTorch's fused kernel where every
+    parameter is on a CUDA device. Optimisers with settings of their own (the discriminators) are built by
+    :func:`discriminator_groups`."""
+    params = list(params)
+    tensors = [p for g in params for p in (g["params"] if isinstance(g, dict) else [g])]
+    fused = bool(tensors) and all(p.is_cuda for p in tensors)  # one kernel per step on the GPU
     return torch.optim.Adam(params, lr=config.lr, betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps,
-                            weight_decay=config.weight_decay)
+                            weight_decay=config.weight_decay, **({"fused": True} if fused else {}))
 
 
 def apply_lr_schedule(optimizers: Mapping[str, torch.optim.Optimizer], config: ModelConfig, step: int) -> None:

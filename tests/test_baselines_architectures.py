@@ -170,3 +170,12 @@ def test_schedule_and_weight_decay_train_and_resume_bit_identically(generated, t
     rows = list(csv.DictReader(open(tmp_path / "whole" / "log.csv")))
     # logged every 10 steps: the rate of the interval's last step (steps 9, 19, 29, 39)
     assert [float(r["lr"]) for r in rows] == pytest.approx([1e-3, 5e-4, 5e-4, 2.5e-4])
+
+
+def test_the_default_memory_limit_is_a_quarter_of_the_machine_within_bounds():
+    import os
+
+    from factorbench.baselines.data import DEFAULT_MEMORY_LIMIT
+
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert DEFAULT_MEMORY_LIMIT == min(8 << 30, max(1 << 30, total // 4))
