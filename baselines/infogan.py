@@ -45,7 +45,8 @@ from .terms import Loss, _wide
 __all__ = ["InfoGAN", "InfoGANBatches", "InfoGANConfig", "PHASES", "code_nll", "critic_loss", "generator_loss",
            "gradient_penalty", "infogan_loss"]
 
-#: the two kinds of step; a batch's ``"phase"`` holds the index into this tuple
+#: the two kinds of step; a batch's ``"host_phase"`` holds the index into this tuple (a numpy array kept on
+#: the host, so reading it never waits for the GPU)
 PHASES = ("critic", "generator")
 #: architectures whose encoder can be a WGAN-GP critic (the ``mlp`` encoder has batch norm: Gulrajani et
 #: al. section 4 leave it out of the critic, since the penalty is per input and batch norm mixes inputs)
@@ -132,7 +133,7 @@ def infogan_loss(out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor], c
     ``generator``. Logs: ``wasserstein`` = E[D(x)] - E[D(x~)] (the critic's estimate of the Wasserstein
     distance), ``gradient_penalty``, ``info_nll`` (critic steps) and ``generator_info_nll``."""
     info = code_nll(out["c"], out["q_fake"])
-    if PHASES[int(batch["phase"][0])] == "critic":
+    if PHASES[int(batch["host_phase"][0])] == "critic":
         loss = critic_loss(out["d_real"], out["d_fake"], out["penalty"], info, config.gp_weight, config.info_weight)
         wasserstein = (out["d_real"].float().mean() - out["d_fake"].float().mean()).detach()
         return Loss({"critic": loss}, {"loss": loss, "wasserstein": wasserstein, "gradient_penalty": out["penalty"],
@@ -214,7 +215,7 @@ class InfoGAN(nn.Module):
         the generated ones, the gradient penalty; the generator runs without a graph. Generator step (no
         real images): D and Q of ``batch_size`` generated images. Codes, noise and eps are drawn from
         ``generator`` in that order."""
-        phase = PHASES[int(batch["phase"][0])]
+        phase = PHASES[int(batch["host_phase"][0])]
         x = batch["images"]
         n = len(x) if phase == "critic" else self.batch_size
         c = self._uniform(n, self.latent_dim, x, generator)
@@ -249,8 +250,8 @@ def infogan_groups(model: InfoGAN,
 class InfoGANBatches:
     """The step inputs: a pure function of (config.seed, step). Steps cycle through ``n_critic`` critic steps
     then one generator step (E&W's loop, Gulrajani et al. Algorithm 1). The k-th critic step gets batch k of
-    ``TrainingData.batch`` (epochs counted in critic batches) and ``"phase"`` 0; a generator step gets no
-    images (G draws its own batch) and ``"phase"`` 1."""
+    ``TrainingData.batch`` (epochs counted in critic batches) and ``"host_phase"`` 0; a generator step gets no
+    images (G draws its own batch) and ``"host_phase"`` 1."""
 
     def __init__(self, config: InfoGANConfig, data: TrainingData) -> None:
         self.data = data
@@ -265,8 +266,8 @@ class InfoGANBatches:
     def __call__(self, step: int) -> dict[str, np.ndarray]:
         kind, index = self.phase(step)
         if kind == "generator":
-            return {"images": self._empty, "phase": np.array([1], dtype=np.int64)}
-        return {"images": self.data.batch(index, self.batch_size, self.seed), "phase": np.array([0], dtype=np.int64)}
+            return {"images": self._empty, "host_phase": np.array([1], dtype=np.int64)}
+        return {"images": self.data.batch(index, self.batch_size, self.seed), "host_phase": np.array([0], dtype=np.int64)}
 
 
 register_family(InfoGANConfig, Family(build=build_infogan, loss=infogan_loss, groups=infogan_groups,

@@ -303,13 +303,15 @@ def train(config: ModelConfig, dataset: str | Path, run_dir: str | Path, *, spli
 
 def _to_device(raw: Any, device: torch.device, channels_last: bool) -> Any:
     """uint8 images (n, H, W, C) -> float (n, C, H, W) in [0, 1] on ``device``; a dict of arrays (a family's
-    ``batches``) -> the same dict of tensors, its ``"images"`` converted so."""
+    ``batches``) -> the same dict of tensors, its ``"images"`` converted so and its ``"host_*"`` entries left
+    as numpy arrays."""
     def images(a: Any) -> torch.Tensor:
         x = torch.from_numpy(a).to(device, non_blocking=True).permute(0, 3, 1, 2).float().div_(255.0)
         return x if channels_last else x.contiguous()
 
-    if isinstance(raw, dict):
-        return {k: images(v) if k == "images" else torch.from_numpy(v).to(device) for k, v in raw.items()}
+    if isinstance(raw, dict):  # "host_*" entries stay numpy arrays: reading them never waits for the GPU
+        return {k: images(v) if k == "images" else v if k.startswith("host_") else torch.from_numpy(v).to(device)
+                for k, v in raw.items()}
     return images(raw)
 
 

@@ -131,11 +131,11 @@ def test_loss_returns_the_group_of_its_phase():
     out = {"c": c, "q_fake": q, "d_real": torch.tensor([2.0]), "d_fake": torch.tensor([1.0]),
            "penalty": torch.tensor(0.5)}
     nll = 0.25 + 1.5 * math.log(2 * math.pi)
-    critic = infogan_loss(out, {"phase": torch.tensor([0])}, config, 0, 100)
+    critic = infogan_loss(out, {"host_phase": np.array([0])}, config, 0, 100)
     assert list(critic.groups) == ["critic"]
     assert critic.groups["critic"].item() == pytest.approx(1.0 - 2.0 + 3.0 * 0.5 + 2.0 * nll, rel=1e-6)
     assert critic.logs["wasserstein"].item() == pytest.approx(1.0)
-    gen = infogan_loss(out, {"phase": torch.tensor([1])}, config, 5, 100)
+    gen = infogan_loss(out, {"host_phase": np.array([1])}, config, 5, 100)
     assert list(gen.groups) == ["generator"]
     assert gen.groups["generator"].item() == pytest.approx(-1.0 + 2.0 * nll, rel=1e-6)
 
@@ -151,8 +151,8 @@ def test_batches_alternate_critic_and_generator_steps(generated):
     assert kinds == [("critic", 0), ("critic", 1), ("critic", 2), ("generator", 0),
                      ("critic", 3), ("critic", 4), ("critic", 5), ("generator", 1), ("critic", 6)]
     # critic step k takes batch k of the seeded epochs (every image seen once per epoch of critic steps)
-    assert np.array_equal(draw(4)["images"], data.batch(3, 16, 7)) and int(draw(4)["phase"][0]) == 0
-    assert draw(3)["images"].shape == (0, 64, 64, 3) and int(draw(3)["phase"][0]) == 1
+    assert np.array_equal(draw(4)["images"], data.batch(3, 16, 7)) and int(draw(4)["host_phase"][0]) == 0
+    assert draw(3)["images"].shape == (0, 64, 64, 3) and int(draw(3)["host_phase"][0]) == 1
     data.close()
 
 
@@ -278,7 +278,7 @@ def test_information_term_alone_is_learned():
     model = InfoGAN(config, (64, 64, 3))
     groups = get_family(config).groups(model, config)
     gen = torch.Generator().manual_seed(0)
-    batch = {"images": torch.zeros((0, 3, 64, 64)), "phase": torch.tensor([1])}
+    batch = {"images": torch.zeros((0, 3, 64, 64)), "host_phase": np.array([1])}
     floor = 3 * 0.5 * math.log(2 * math.pi)
     chance = floor + 3 / 6
     values = []
