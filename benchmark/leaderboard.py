@@ -197,6 +197,24 @@ def _provenance(run: EvaluationResult) -> list[tuple[str, str]]:
     return [(k, v) for k, v in rows if v]
 
 
+def _settings_and_command(model: str, runs: Sequence[EvaluationResult]) -> str:
+    """A trained row's model settings as a short table and the command that reproduces it."""
+    training = runs[0].training or {}
+    config = training.get("config") or {}
+    if not config:
+        return ""
+    params = {k: v for k, v in sorted((config.get("params") or {}).items()) if k != "seed"}
+    cells = "".join(f'<tr><td class="name">{_e(k)}</td><td class="name">{_e(v)}</td></tr>' for k, v in params.items())
+    out = (f"<h2>Settings</h2><p>Model <code>{_e(config.get('model', ''))}</code> (config version "
+           f"{_e(config.get('version', ''))}); seeds: {_e(', '.join(_run_label(r, i) for i, r in enumerate(runs)))}.</p>"
+           f'<table class="provenance">{cells}</table>')
+    sweep = training.get("sweep") or {}
+    if sweep.get("plan") and sweep.get("dataset"):
+        command = f"factorbench sweep {sweep['plan']} --only '{model}/{sweep['dataset']}/*'"
+        out += f"<p>Reproduce this row (every seed): <code>{_e(command)}</code></p>"
+    return out
+
+
 def _run_label(run: EvaluationResult, i: int) -> str:
     sweep = (run.training or {}).get("sweep") or {}
     return f"seed {sweep['seed']}" if "seed" in sweep else f"run {i + 1}"
@@ -221,7 +239,8 @@ def _model_page(protocol: Protocol, model: str, runs: Sequence[EvaluationResult]
         provenance.append(f"<h3>{_e(_run_label(run, i))}</h3><table class=\"provenance\">{cells}</table>")
     images = "".join(f'<img src="{_e(p)}" alt="{_e(p)}">' for p in plots)
     body = (f'<p>Protocol <a href="index.html">{_e(protocol.name)}</a> (hash <code>{protocol.hash()[:12]}</code>), '
-            f"{len(runs)} run{'s' if len(runs) != 1 else ''}.</p><h2>Runs</h2>{per_run}"
+            f"{len(runs)} run{'s' if len(runs) != 1 else ''}; kind: {_e(dict(table.kinds).get(model, ''))}.</p>"
+            + _settings_and_command(model, runs) + f"<h2>Runs</h2>{per_run}"
             + (f"<h2>Plots ({_e(_run_label(runs[0], 0))})</h2>{images}" if plots else "")
             + "<h2>Provenance</h2>" + "".join(provenance))
     return _page(f"{model} under {protocol.name}", body, "../")

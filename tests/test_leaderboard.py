@@ -126,6 +126,8 @@ def test_a_trained_model_page_names_its_config_plan_and_seed(tmp_path):
     assert [r[0] for r in _table(out / "square-lsbd-v1" / "my-vae.html", "runs")[1:]] == ["seed 0", "seed 1"]
     assert "my-plan (hash " + "ab" * 32 in text and "0" * 64 in text and "1" * 64 in text
     assert "my-vae/square/seed1" in text
+    # the settings as a table and the command that reproduces the row
+    assert "<h2>Settings</h2>" in text and "factorbench sweep my-plan --only &#x27;my-vae/square/*&#x27;" in text
     assert "cpu Some CPU Model (bf16), 2.0 min (1.5 CPU min, 1 threads), torch 2.13.0+cpu" in text
     # the plan is not shipped: the page says its settings were not checked
     assert "is not shipped with factorbench" in (out / "square-lsbd-v1" / "index.html").read_text()
