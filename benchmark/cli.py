@@ -382,6 +382,8 @@ def _leaderboard(p: argparse.ArgumentParser) -> None:
                    help="only these protocols (default: every protocol with reference results)")
     p.add_argument("--dir", metavar="DIR", default=None, help="a folder of <protocol>/<model>.json result files "
                    "(default: the reference results shipped with factorbench)")
+    p.add_argument("--add", nargs="+", default=[], metavar="RESULT.json", help="your results (files written by "
+                   "`factorbench evaluate`), shown beside the reference rows of their protocols and marked as yours")
     p.add_argument("--no-plots", action="store_true", help="leave out the plots (faster)")
     p.add_argument("--force", action="store_true", help="replace a site written before")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -395,7 +397,7 @@ def _leaderboard(p: argparse.ArgumentParser) -> None:
             return tqdm(items, desc="protocols", unit="protocol", disable=True if args.quiet else None)
 
         out = build_site(args.out, args.protocol, reference_dir=args.dir, plots=not args.no_plots, force=args.force,
-                         progress=progress)
+                         progress=progress, add=args.add)
         print(f"wrote {out}/index.html")
         return 0
     p.set_defaults(run=run)

@@ -21,6 +21,7 @@ a site this command wrote.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import os
@@ -35,7 +36,7 @@ from factorbench.generators.outputs import check_output_dir
 
 from .protocols import PROTOCOLS, Protocol, get_protocol
 from .kinds import KINDS
-from .results import REFERENCE_DIR, EvaluationResult, ScoresTable, _reference_results, _table_of
+from .results import REFERENCE_DIR, EvaluationResult, ScoresTable, _reference_results, _runs_of, _table_of
 
 __all__ = ["MARKER", "build_site"]
 
@@ -55,6 +56,7 @@ pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; }
 img { max-width: 32em; margin: 0.5em; border: 1px solid #ddd; }
 .kind { color: #555; }
 .flag { color: #a40; font-weight: bold; }
+.added { color: #06c; font-weight: bold; }
 """
 
 #: sorts a table by the clicked column (numbers by their data-value); the page reads the same without it
@@ -129,6 +131,9 @@ def _score_table(table: ScoresTable) -> str:
                       for k, (m, s) in zip(table.columns, cells))
         kind = kinds.get(model, "")
         flag = (f' <span class="flag" title="{_e(flagged[model])}">⚠ uninformative</span>' if model in flagged else "")
+        if model in table.added:
+            flag += ' <span class="added">yours</span>'
+            mark += " (added)"
         rows.append(f'<tr data-kind="{_e(kind)}"><td class="name" data-value="{_e(model)}"><a href="'
                     f'{_e(_file_name(model))}">{_e(model)}</a>{mark}</td><td data-value="{runs}">'
                     f'{_e(table.runs_cell(model, runs))}</td><td class="name" data-value="{_e(kind)}"><span class="kind">'
@@ -278,13 +283,32 @@ def _check_out(out: Path, force: bool) -> None:
     check_output_dir(out, "--out")
 
 
+def _added_by_protocol(add: Sequence[str | os.PathLike]) -> dict[str, list[Path]]:
+    """The user's result files grouped by the protocol each names (read, not yet validated)."""
+    grouped: dict[str, list[Path]] = {}
+    for item in add:
+        path = Path(item)
+        if not path.is_file():
+            raise FactorbenchError(f"--add {path}: no such file")
+        try:
+            data = json.loads(path.read_text())
+            runs = data["runs"] if isinstance(data, dict) and "runs" in data else [data]
+            protocol = runs[0]["protocol"]
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
+            raise FactorbenchError(f"--add {path}: not a factorbench result ({type(exc).__name__}: {exc})") from None
+        grouped.setdefault(str(protocol), []).append(path)
+    return grouped
+
+
 def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *,
                reference_dir: str | os.PathLike | None = None, plots: bool = True, force: bool = False,
-               progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None) -> Path:
+               progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
+               add: Sequence[str | os.PathLike] = ()) -> Path:
     """Write the site into ``out`` (see the module docstring); returns ``out``. ``protocols``: names
-    (default every protocol with a reference folder); ``reference_dir``: the folder of
-    ``<protocol>/<model>.json`` files (default the package's). Every input is checked, and every table
-    built, before anything is written."""
+    (default every protocol with a reference folder, and those of ``add``); ``reference_dir``: the folder
+    of ``<protocol>/<model>.json`` files (default the package's); ``add``: the user's result files, shown
+    beside the reference rows of their protocols and marked as added. Every input is checked, and every
+    table built, before anything is written."""
     from factorbench.generators.fileformat import package_version
 
     version = package_version()
@@ -292,8 +316,9 @@ def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *
     root = Path(reference_dir) if reference_dir is not None else REFERENCE_DIR
     if not root.is_dir():
         raise FactorbenchError(f"no reference folder {root}")
-    names = list(protocols) if protocols is not None else sorted(p.name for p in root.iterdir()
-                                                                 if p.is_dir() and p.name in PROTOCOLS)
+    added = _added_by_protocol(add)
+    names = list(protocols) if protocols is not None else sorted({p.name for p in root.iterdir()
+                                                                  if p.is_dir() and p.name in PROTOCOLS} | set(added))
     if not names:
         raise FactorbenchError(f"no protocol has results under {root}")
     for name in names:
@@ -303,9 +328,13 @@ def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *
     for name in names:
         protocol = get_protocol(name)
         folder = root / name
-        if folder.is_dir():
-            results, unchecked = _reference_results(protocol, folder)  # each file validated once
+        mine = added.get(name, [])
+        if folder.is_dir() or mine:
+            with tempfile.TemporaryDirectory() as empty:  # a protocol only the user's results show
+                results, unchecked = _reference_results(protocol, folder if folder.is_dir() else empty, mine)
             table = _table_of(protocol, results, unchecked)
+            yours = tuple(r.model or p.stem for p in mine for r in _runs_of(p)[:1])
+            table = dataclasses.replace(table, added=yours)
         else:  # a protocol without results yet: its page says so
             table = ScoresTable(protocol.name, protocol.headline.key, protocol.headline.better, (), (), ())
             results = {}

@@ -496,6 +496,8 @@ class ScoresTable:
     kinds: tuple[tuple[str, str], ...] = ()
     #: (model, why) of the rows whose code is no more informative than the random baseline's
     uninformative: tuple[tuple[str, str], ...] = ()
+    #: the models of the user's added files (``--add``), marked as theirs on the leaderboard
+    added: tuple[str, ...] = ()
 
     def kind_cell(self, model: str) -> str:
         """The kind column: ``"unsupervised"``, with `` ⚠`` for a row flagged uninformative."""

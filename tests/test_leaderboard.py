@@ -221,3 +221,21 @@ def test_pages_load_in_a_headless_browser_without_errors(site):
         assert errors == []
     finally:
         browser.quit()
+
+
+def test_added_results_are_shown_beside_the_reference_rows_and_marked(tmp_path, capsys):
+    from factorbench.benchmark.cli import main as cli
+
+    mine = tmp_path / "mine.json"
+    assert cli(["evaluate", "square-lsbd-v1", "--encoder", "ideal", "--model", "my-encoder", "--out", str(mine),
+                "--quiet"]) == 0
+    capsys.readouterr()
+    assert cli(["leaderboard", "--out", str(tmp_path / "site"), "--protocol", "square-lsbd-v1", "--no-plots",
+                "--quiet", "--add", str(mine)]) == 0
+    rows = _table(tmp_path / "site" / "square-lsbd-v1" / "index.html", "scores")
+    models = [r[0] for r in rows[1:]]
+    assert "my-encoder (added)" in models and "pca" in models  # beside the shipped rows
+    row = rows[1:][models.index("my-encoder (added)")]
+    assert row[2].startswith("external") and "yours" in row[2]
+    assert cli(["leaderboard", "--out", str(tmp_path / "other"), "--add", str(tmp_path / "none.json")]) == 2
+    assert "--add" in capsys.readouterr().err
