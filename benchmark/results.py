@@ -553,7 +553,7 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
              for model, runs in results.items()}
     flagged = uninformative_rows(keys, _directions(protocol, keys), means, kinds)
     chosen = [k for k in keys if k != head and (columns is None or fnmatch.fnmatchcase(k, columns))]
-    if columns is not None and not chosen and results:
+    if columns is not None and not chosen and results and not fnmatch.fnmatchcase(head, columns):
         raise FactorbenchError(f"--columns {columns!r} matches none of {protocol.name}'s columns: "
                                f"{', '.join(k for k in keys if k != head)}")
     keys = ([head] if head in keys else []) + chosen

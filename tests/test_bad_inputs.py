@@ -167,3 +167,8 @@ def test_cuda_settings_are_decided_and_recorded_without_a_gpu(monkeypatch, capsy
     if not torch.cuda.is_available():
         assert cli(["evaluate", "square-lsbd-v1", "--encoder", f"run:{tiny_run}", "--device", "cuda"]) == 2
         assert "--device cuda: no CUDA device" in capsys.readouterr().err
+
+
+def test_columns_matching_only_the_headline_show_the_headline(capsys):
+    assert cli(["scores", "square-lsbd-v1", "--columns", "d_lsbd*"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "| model | runs | kind | d_lsbd.score ↓ (headline) |"
