@@ -327,6 +327,11 @@ def _evaluate(p: argparse.ArgumentParser) -> None:
         result.save(out, force=args.force)
         print(result.summary())
         print(f"wrote {out}")
+        from .results import compare_with_shipped
+
+        comparison = compare_with_shipped(result)
+        if comparison:
+            print(comparison, file=sys.stderr)
         if args.plots:
             from .plots import plot_result
 

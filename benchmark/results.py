@@ -253,6 +253,35 @@ def save_runs(path: str | os.PathLike, model: str, runs: Sequence[EvaluationResu
     return path
 
 
+def compare_with_shipped(result: EvaluationResult, tolerance: float = 5e-5) -> str | None:
+    """For a reference encoder (``ideal``, ``random``, ``pca``) re-run under a protocol with shipped rows: a
+    line saying whether it reproduces the shipped row (every scalar within ``tolerance``) and, where it
+    does not, which recorded parts of the environment differ (library versions, CPU, Python), the usual
+    reasons. None for other encoders or protocols without that row."""
+    path = REFERENCE_DIR / result.protocol / f"{result.model}.json"
+    if result.model not in ("ideal", "random", "pca") or result.partial or not path.is_file():
+        return None
+    shipped = _runs_of(path)[0]
+    if shipped.protocol_hash != result.protocol_hash or shipped.seeds != result.seeds:
+        return None
+    ours, theirs = result.scalars(), shipped.scalars()
+    gaps = {k: abs(ours[k] - theirs[k]) for k in ours.keys() & theirs.keys()
+            if not (math.isnan(ours[k]) and math.isnan(theirs[k]))}
+    worst = max(gaps, key=lambda k: (math.isnan(gaps[k]), gaps[k]), default=None)
+    if worst is None or not gaps[worst] > tolerance:
+        return f"reproduces the shipped {result.model} row of {result.protocol} (every scalar within {tolerance:g})"
+    env_a, env_b = result.environment, shipped.environment
+    changed = [f"{k} {env_b.get(k, 'not recorded')} -> {env_a.get(k, 'not recorded')}"
+               for k in sorted(set(env_a) | set(env_b)) if k != "factorbench_commit" and env_a.get(k) != env_b.get(k)]
+    if result.package_version != shipped.package_version:
+        changed.insert(0, f"factorbench {shipped.package_version} -> {result.package_version}")
+    if result.dataset.get("sha256") != shipped.dataset.get("sha256"):
+        changed.insert(0, "the data (its image or factor hashes differ: another renderer or generator version)")
+    return (f"differs from the shipped {result.model} row of {result.protocol}: {worst} by {gaps[worst]:.2g}; "
+            + ("what changed since: " + "; ".join(changed) if changed else
+               "the recorded environment is the same (threads or BLAS kernels can still differ)"))
+
+
 def summary_of(runs: Sequence[EvaluationResult]) -> dict[str, dict[str, float | int | None]]:
     """Mean and sample standard deviation (n - 1, as the score tables show) and count of the finite values
     of each headline scalar over ``runs``: the ``summary`` of a collected reference file."""

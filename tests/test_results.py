@@ -13,7 +13,7 @@ from factorbench.benchmark.cli import main
 from factorbench.benchmark.evaluation import evaluate
 from factorbench.benchmark.protocols import DatasetRef, Headline, MetricCall, Protocol
 from factorbench.benchmark.protocols.catalog import REFERENCE_IMAGES
-from factorbench.benchmark.results import format_table, load_result, reference_results, scores_table
+from factorbench.benchmark.results import EvaluationResult, format_table, load_result, reference_results, scores_table
 from factorbench.generators.errors import FactorbenchError
 
 # metrics not in alphabetical order; the headline (lower is better) is not the first metric
@@ -245,3 +245,24 @@ def test_a_result_records_the_library_versions_and_the_commit(results):
     assert env["python"] and env["cpu"]
     if (Path(__file__).resolve().parent.parent / ".git").exists():  # a source checkout
         assert len(env["factorbench_commit"].split("+")[0]) == 40
+
+
+def test_a_rerun_of_a_reference_encoder_says_whether_it_reproduces_the_shipped_row(results, tmp_path, monkeypatch):
+    import factorbench.benchmark.results as results_module
+    from factorbench.benchmark.results import compare_with_shipped
+
+    ours = dataclasses.replace(results["pca"], environment={**results["pca"].environment, "numpy": "9.9"})
+    folder = tmp_path / TABLE.name
+    folder.mkdir()
+    monkeypatch.setattr(results_module, "REFERENCE_DIR", tmp_path)
+    results["pca"].save(folder / "pca.json")
+    assert compare_with_shipped(ours).startswith("reproduces the shipped pca row of square-table-v1")
+    moved = json.loads((folder / "pca.json").read_text())
+    moved.pop("checksum")
+    score = moved["metrics"]["mig"]["scalars"]["score"] + 0.01
+    moved["metrics"]["mig"]["scalars"]["score"] = moved["metrics"]["mig"]["result"]["score"] = score
+    (folder / "pca.json").write_text(EvaluationResult.from_dict(moved).to_json())
+    line = compare_with_shipped(ours)
+    assert "differs from the shipped pca row of square-table-v1: mig.score by 0.01" in line
+    assert f"numpy {results['pca'].environment['numpy']} -> 9.9" in line
+    assert compare_with_shipped(dataclasses.replace(ours, model="my-vae")) is None
