@@ -24,8 +24,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from factorbench.generators.errors import FactorbenchError
-
 from .config import Family, ModelConfig, register_family
 from .nets import Discriminator, build_decoder, build_encoder, feature_width
 from .optim import discriminator_groups
@@ -59,9 +57,7 @@ class AAEConfig(ModelConfig):
         super()._check()
         self._require(">= 0", "gz")
         self._require("positive", "disc_width", "disc_layers", "disc_lr")
-        for key in ("disc_beta1", "disc_beta2"):
-            if not 0.0 <= getattr(self, key) < 1.0:
-                raise FactorbenchError(f"{self.name}: {key} must be in [0, 1), got {getattr(self, key)}")
+        self._require("in [0, 1)", "disc_beta1", "disc_beta2")
 
 
 class AAE(nn.Module):

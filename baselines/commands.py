@@ -118,11 +118,10 @@ def _slurm_settings(items: list[str] | None) -> dict[str, object]:
 
 
 def _in_source_checkout() -> bool:
-    """The package's reference folder lies in a git checkout of factorbench (where collected rows are
-    committed), not in an installed package."""
-    from factorbench.benchmark.results import REFERENCE_DIR
+    """factorbench runs from a git checkout (where collected rows are committed), not an installed package."""
+    from factorbench.benchmark.environment import source_root
 
-    return any((parent / ".git").exists() for parent in REFERENCE_DIR.resolve().parents)
+    return source_root() is not None
 
 
 def _sources(items: list[str] | None) -> tuple[tuple[str, str], ...]:

@@ -50,7 +50,7 @@ OMITTED_AT_DEFAULT = ("weight_decay", "lr_decay_every", "lr_decay_factor")
 
 #: the range rules of ``ModelConfig._require``
 _RULES: dict[str, Callable[[float], bool]] = {
-    ">= 0": lambda v: v >= 0, ">= 1": lambda v: v >= 1, "positive": lambda v: v > 0}
+    ">= 0": lambda v: v >= 0, ">= 1": lambda v: v >= 1, "positive": lambda v: v > 0, "in [0, 1)": lambda v: 0 <= v < 1}
 
 
 @dataclass(frozen=True)
@@ -133,15 +133,13 @@ class ModelConfig:
         self._require("positive", "lr_decay_factor")
         if len(self.channels) != 4 or min(self.channels) < 1:
             raise FactorbenchError(f"{self.name}: channels must be four positive widths, got {self.channels}")
-        for key in ("adam_beta1", "adam_beta2"):
-            if not 0.0 <= getattr(self, key) < 1.0:
-                raise FactorbenchError(f"{self.name}: {key} must be in [0, 1), got {getattr(self, key)}")
+        self._require("in [0, 1)", "adam_beta1", "adam_beta2")
         if self.seed < 0:
             raise FactorbenchError(f"{self.name}: seed must be >= 0, got {self.seed}")
 
     def _require(self, rule: str, *keys: str, meaning: str = "") -> None:
-        """Each named setting must satisfy ``rule`` (``">= 0"``, ``">= 1"`` or ``"positive"``) and be finite,
-        else a clear error naming it (``meaning`` says what the setting is, in the message)."""
+        """Each named setting must satisfy ``rule`` (a key of ``_RULES``: ``">= 0"``, ``">= 1"``, ``"positive"``,
+        ``"in [0, 1)"``) and be finite, else a clear error naming it (``meaning`` says what the setting is)."""
         test = _RULES[rule]
         for key in keys:
             value = getattr(self, key)

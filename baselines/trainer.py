@@ -86,16 +86,10 @@ class TrainResult:
     steps_per_s: float
 
 
-def _cpuinfo() -> str:
-    """Linux's /proc/cpuinfo, or "" where there is none."""
-    try:
-        return Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return ""
-
-
 def _cpu_has_bf16() -> bool:
-    flags = _cpuinfo()
+    from factorbench.benchmark.environment import cpuinfo
+
+    flags = cpuinfo()
     return " amx_bf16" in flags or " avx512_bf16" in flags
 
 

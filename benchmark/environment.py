@@ -11,31 +11,42 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["LIBRARIES", "cpu_model_name", "environment_record", "source_commit"]
+__all__ = ["LIBRARIES", "cpu_model_name", "cpuinfo", "environment_record", "source_commit", "source_root"]
 
 #: distributions whose versions a result records (absent ones are left out)
 LIBRARIES = ("numpy", "scipy", "scikit-learn", "h5py", "torch")
 
 
+def cpuinfo() -> str:
+    """Linux's /proc/cpuinfo, or "" where there is none."""
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
 def cpu_model_name() -> str:
     """The CPU's model name (/proc/cpuinfo's "model name"), else the platform's processor or machine."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        text = ""
-    for line in text.splitlines():
+    for line in cpuinfo().splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "model name" and value.strip():
             return value.strip()
     return platform.processor() or platform.machine()
 
 
+def source_root() -> Path | None:
+    """The git checkout factorbench runs from (its package folders lie in the repository's root), or None
+    for an installed package."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / ".git").exists() else None
+
+
 @lru_cache(maxsize=1)
 def source_commit() -> str:
     """The git commit of the checkout factorbench runs from (with ``+dirty`` when it has changes), or ''
     for an installed package."""
-    root = Path(__file__).resolve().parent.parent
-    if not (root / ".git").exists():
+    root = source_root()
+    if root is None:
         return ""
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,

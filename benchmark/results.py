@@ -577,9 +577,13 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
     head = protocol.headline.key
     from .kinds import row_kind, uninformative_rows
 
+    scalars = {model: [r.scalars() for r in runs] for model, runs in results.items()}  # read once per run
+
+    def column(model: str, key: str) -> list[float]:
+        return [s.get(key, math.nan) for s in scalars[model]]
+
     kinds = {model: row_kind(model, runs) for model, runs in results.items()}
-    means = {model: [float(np.mean([r.scalars().get(k, math.nan) for r in runs])) for k in keys]
-             for model, runs in results.items()}
+    means = {model: [float(np.mean(column(model, k))) for k in keys] for model in results}
     flagged = uninformative_rows(keys, _directions(protocol, keys), means, kinds)
     chosen = [k for k in keys if k != head and (columns is None or fnmatch.fnmatchcase(k, columns))]
     if columns is not None and not chosen and results and not fnmatch.fnmatchcase(head, columns):
@@ -591,7 +595,7 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
     for model, runs in results.items():
         cells = []
         for key in keys:
-            values = [r.scalars().get(key, math.nan) for r in runs]
+            values = column(model, key)
             cells.append((float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else None))
         same = not pin or all(r.dataset["sha256"]["images"] == pin for r in runs)
         rows.append((model, len(runs), tuple(cells), same))
