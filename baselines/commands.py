@@ -109,14 +109,6 @@ def _show_run(p: argparse.ArgumentParser) -> None:
     p.set_defaults(run=run)
 
 
-def _slurm_settings(items: list[str] | None) -> dict[str, object]:
-    """``--slurm KEY=VALUE`` items as submitit SlurmExecutor parameters (numbers parsed)."""
-    out: dict[str, object] = {}
-    for key, value in parse_param_assignments(items, flag="--slurm").items():
-        out[key.replace("-", "_")] = int(value) if value.isdigit() else value
-    return out
-
-
 def _in_source_checkout() -> bool:
     """factorbench runs from a git checkout (where collected rows are committed), not an installed package."""
     from factorbench.benchmark.environment import source_root
@@ -142,8 +134,8 @@ def _sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("plan", metavar="PLAN", help="a plan file (.toml) or a shipped plan's name, e.g. reference-v1")
     p.add_argument("--engine", default="local", choices=("local", "slurm"), help="local (processes on this machine) "
                    "or slurm (a job array); default local")
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="jobs run at once (SLURM: array parallelism); "
-                   "default 1")
+    p.add_argument("--jobs", type=int, default=None, metavar="N", help="jobs run at once (default: 1 locally; under "
+                   "SLURM all of them, the scheduler decides)")
     p.add_argument("--only", metavar="PATTERN", help="only these jobs: shell patterns over job ids (name/dataset/"
                    "seedK), job indices or ranges, comma-separated, e.g. 'vae/square/*' or '0-8'")
     p.add_argument("--dry-run", action="store_true", help="list the jobs and their state; run nothing")
@@ -171,7 +163,9 @@ def _sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", action="append", metavar="DATASET=PATH", help="your copy of a dataset made from "
                    "outside data, for the jobs whose protocols need one (repeatable), e.g. coil100=~/data/coil-100")
     p.add_argument("--slurm", action="append", metavar="KEY=VALUE", help="SLURM setting for --engine slurm "
-                   "(repeatable): partition=..., time=MINUTES, gpus_per_node=1, cpus_per_task=4, mem=16G, account=...")
+                   "(repeatable): partition, time (minutes or [D-]HH:MM:SS), cpus_per_task, mem, gpus_per_node, "
+                   "account, qos, constraint, exclude, nodelist, job_name, comment, signal_delay_s, max_num_timeout, "
+                   "setup (a shell line; repeatable), sbatch.OPTION (any other sbatch option); see BASELINES.md")
 
     def run(args: argparse.Namespace) -> int:
         _need_torch()
@@ -180,6 +174,7 @@ def _sweep(p: argparse.ArgumentParser) -> None:
         except ImportError:
             raise FactorbenchError("sweeps need submitit: pip install 'factorbench[train]'") from None
         from .plan import expand, load_plan, select
+        from .slurm import parse_slurm_settings
         from .sweep import (ENGINES, SweepOptions, collect, default_sweep_dir, format_status, job_done, restore,
                             run_sweep, sweep_status)
 
@@ -220,7 +215,7 @@ def _sweep(p: argparse.ArgumentParser) -> None:
                                checkpoint_every_s=args.checkpoint_every, record_every_s=args.record_every,
                                sources=_sources(args.source))
         outcome = run_sweep(plan, sweep_dir, engine=args.engine, parallel=args.jobs, only=args.only, options=options,
-                            settings=_slurm_settings(args.slurm))
+                            settings=parse_slurm_settings(args.slurm) if args.engine == "slurm" else None)
         failed = sorted(k for k, v in outcome.items() if v == "failed")
         if failed:
             print(f"{len(failed)} job{'s' if len(failed) > 1 else ''} failed: {', '.join(failed)}; see --status")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import errno
 import fcntl
 import functools
 import json
@@ -34,7 +35,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,8 @@ from factorbench.generators.errors import FactorbenchError
 
 from . import models  # noqa: F401  (registers every model: the plan's configs are built in the jobs)
 from .plan import Job, Plan, expand, select
+from .slurm import (SlurmSettings, parse_slurm_settings, record_submission, resolve_settings, slurm_states,
+                    submit_array)
 
 __all__ = ["ENGINES", "EngineRequest", "JobStatus", "SweepInterrupted", "SweepJob", "SweepOptions",
            "check_finished_unchanged", "collect", "default_sweep_dir", "format_status", "job_done", "restore",
@@ -186,19 +189,52 @@ def check_finished_unchanged(jobs: Sequence[Job], sweep_dir: Path) -> None:
 
 # ------------------------------------------------------------------------------------------------ locks
 
+#: how long a starting job keeps trying for its lock before it calls the job busy: a status probe holds the
+#: lock for microseconds, a job that runs holds it for hours
+LOCK_RETRY_S = 5.0
+
+
+def _flock(fh: Any, operation: int, path: Path) -> bool:
+    """``flock(fh, operation | LOCK_NB)``: True if taken, False if another process holds it. A file system
+    without ``flock`` (Lustre mounted without ``-o flock``, some NFS setups) is a clear error."""
+    try:
+        fcntl.flock(fh, operation | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    except OSError as exc:
+        if exc.errno in (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK):
+            raise FactorbenchError(f"the file system of {path.parent} does not support file locks (flock: "
+                                   f"{exc.strerror}); a sweep needs them to run each job once. Put the sweep "
+                                   "directory (--dir) on a file system with locks (on Lustre: mounted with -o flock)"
+                                   ) from None
+        raise
+
+
+def check_locks(sweep_dir: Path) -> None:
+    """The sweep directory's file system supports ``flock`` (checked before any job starts)."""
+    path = Path(sweep_dir) / "jobs" / ".flock-test"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        if _flock(fh, fcntl.LOCK_SH, path):
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 @contextmanager
-def _job_lock(sweep_dir: Path, job: Job) -> Iterator[bool]:
-    """Hold the job's lock while the body runs; yields False (holding nothing) when another process has it.
-    The lock dies with its process, so a killed job is never 'running' for ever."""
+def _job_lock(sweep_dir: Path, job: Job, retry_s: float = LOCK_RETRY_S) -> Iterator[bool]:
+    """Hold the job's lock (exclusive) while the body runs; yields False (holding nothing) when another process
+    keeps it for ``retry_s`` seconds. The lock dies with its process, so a killed job is never 'running' for
+    ever."""
     path = _lock_path(sweep_dir, job)
     path.parent.mkdir(parents=True, exist_ok=True)
     fh = open(path, "a")
     try:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
+        deadline = time.monotonic() + retry_s
+        while not _flock(fh, fcntl.LOCK_EX, path):
+            if time.monotonic() >= deadline:
+                yield False
+                return
+            time.sleep(0.05)
         try:
             yield True
         finally:
@@ -208,13 +244,13 @@ def _job_lock(sweep_dir: Path, job: Job) -> Iterator[bool]:
 
 
 def _lock_held(sweep_dir: Path, job: Job) -> bool:
+    """Whether a process holds the job's lock. The probe takes a shared lock, which never keeps another probe
+    out, and a job starting at that moment retries (:data:`LOCK_RETRY_S`) instead of calling itself busy."""
     path = _lock_path(sweep_dir, job)
     if not path.exists():
         return False
     with open(path, "a") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _flock(fh, fcntl.LOCK_SH, path):
             return True
         fcntl.flock(fh, fcntl.LOCK_UN)
     return False
@@ -304,14 +340,15 @@ def _prepare_data(job: Job, options: SweepOptions = SweepOptions()) -> Path:
 
 
 def _train_and_evaluate(job: Job, sweep_dir: Path, plan: Plan, options: SweepOptions,
-                        started: Callable[[str], None]) -> None:
+                        started: Callable[[str], None], stop: threading.Event | None = None) -> None:
     """Prepare the data, train (or resume) the run, evaluate each protocol without a result yet;
-    ``started(run_hash)`` is called once the run is known."""
+    ``started(run_hash)`` is called once the run is known. Setting ``stop`` stops the training with a
+    checkpoint, or the evaluation before its next protocol (:class:`TrainingInterrupted` either way)."""
     from factorbench.benchmark.evaluation import evaluate
 
     from .data import data_identity
     from .runs import RunSpec, load_run
-    from .trainer import TrainOptions, train
+    from .trainer import TrainingInterrupted, TrainOptions, train
 
     path = _prepare_data(job, options)
     config = job.config
@@ -321,9 +358,11 @@ def _train_and_evaluate(job: Job, sweep_dir: Path, plan: Plan, options: SweepOpt
     train(config, path, run_dir, split=job.dataset.split, resume=True,
           options=TrainOptions(device=options.device, precision=options.precision, threads=options.threads,
                                checkpoint_every_s=options.checkpoint_every_s, progress=False,
-                               samples=options.samples))
+                               samples=options.samples), stop=stop)
     encoder = load_run(run_dir)
     for protocol in job.protocols:
+        if stop is not None and stop.is_set():
+            raise TrainingInterrupted(f"stopped before evaluating {protocol}; the run in {run_dir} is complete")
         out = result_path(sweep_dir, protocol, job)
         for stale in out.parent.glob(f".{out.name}.*.tmp"):  # left by a process killed while writing
             stale.unlink(missing_ok=True)
@@ -349,10 +388,12 @@ def _describe(exc: BaseException) -> str:
     return "".join(lines[-3:]).strip()
 
 
-def run_job(job: Job, sweep_dir: str | os.PathLike, plan: Plan, options: SweepOptions = SweepOptions()) -> str:
+def run_job(job: Job, sweep_dir: str | os.PathLike, plan: Plan, options: SweepOptions = SweepOptions(),
+            stop: threading.Event | None = None) -> str:
     """Train the job's model (resuming its run) and evaluate it under each protocol of its dataset.
     Returns "skipped" (already done; nothing is written), "busy" (another process holds the job) or
-    "done". Records the state, its error and the CPU time in ``jobs/``; re-raises a failure."""
+    "done". Records the state, its error and the CPU time in ``jobs/``; re-raises a failure. ``stop``: set
+    from another thread, it stops the job as SIGTERM does (a checkpoint, state "interrupted")."""
     sweep_dir = Path(sweep_dir)
     if job_done(job, sweep_dir):
         return "skipped"
@@ -406,7 +447,7 @@ def run_job(job: Job, sweep_dir: str | os.PathLike, plan: Plan, options: SweepOp
             limits = threadpool_limits(options.threads)
         try:
             with limits:
-                _train_and_evaluate(job, sweep_dir, plan, options, started)
+                _train_and_evaluate(job, sweep_dir, plan, options, started, stop)
         except FactorbenchError as exc:
             if getattr(exc, "exit_status", 2) == 130:  # stopped with a checkpoint: resumes on the next run
                 save("interrupted", str(exc).split(";")[0])
@@ -423,19 +464,94 @@ def run_job(job: Job, sweep_dir: str | os.PathLike, plan: Plan, options: SweepOp
         return "done"
 
 
-class SweepJob(Checkpointable):
-    """The callable submitit runs: ``SweepJob(plan, dir, options)(job_id)``. On preemption or timeout
-    submitit calls :meth:`checkpoint` (inherited), which requeues the same call; it resumes the run from
-    the trainer's last checkpoint."""
+#: the longest a job killed by SLURM (preemption, scancel) waits for SLURM's SIGKILL after its checkpoint
+SLURM_KILL_WAIT_S = 900.0
 
-    def __init__(self, plan: Plan, sweep_dir: str | os.PathLike, options: SweepOptions) -> None:
+
+class SweepJob(Checkpointable):
+    """The callable submitit runs: ``SweepJob(plan, dir, options, engine)(job_id)``.
+
+    Locally the trainer answers SIGTERM and Ctrl-C itself (checkpoint, then "interrupted"). Under SLURM the
+    job trains in a worker thread while the main thread keeps the signals, so that SLURM decides what
+    happens to the job:
+
+    - SIGTERM (preemption with a grace time, ``scancel``, the time limit): the worker checkpoints at its next
+      step, then the job waits for SLURM's SIGKILL instead of exiting, so SLURM records PREEMPTED and
+      requeues it (``--requeue``) rather than FAILED;
+    - USR2 (``signal_delay_s`` before the time limit): submitit calls :meth:`checkpoint`, which stops the
+      worker and waits for its checkpoint before submitit requeues the job, so no step is lost.
+
+    A requeued job runs the same call and resumes the run from that checkpoint."""
+
+    def __init__(self, plan: Plan, sweep_dir: str | os.PathLike, options: SweepOptions, engine: str = "local",
+                 signal_delay_s: float = 120.0) -> None:
         self.plan = plan
         self.sweep_dir = str(sweep_dir)
         self.options = options
+        self.engine = engine
+        self.signal_delay_s = float(signal_delay_s)
+        self._stop: threading.Event | None = None
+        self._worker: threading.Thread | None = None
+
+    def __getstate__(self) -> dict[str, Any]:  # submitit pickles the call; the running job's handles stay here
+        return {k: v for k, v in self.__dict__.items() if k not in ("_stop", "_worker")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:  # a call pickled before engine existed runs as local
+        self.__dict__.update({"engine": "local", "signal_delay_s": 120.0, **state, "_stop": None, "_worker": None})
 
     def __call__(self, job_id: str) -> str:
-        jobs = {j.id: j for j in expand(self.plan)}
-        return run_job(jobs[job_id], self.sweep_dir, self.plan, self.options)
+        job = {j.id: j for j in expand(self.plan)}[job_id]
+        if self.engine != "slurm" or threading.current_thread() is not threading.main_thread():
+            return run_job(job, self.sweep_dir, self.plan, self.options)
+        return self._run_in_worker(job)
+
+    def _run_in_worker(self, job: Job) -> str:
+        stop, killed = threading.Event(), threading.Event()
+        outcome: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                outcome["result"] = run_job(job, self.sweep_dir, self.plan, self.options, stop=stop)
+            except BaseException as exc:  # noqa: BLE001  (handed to the main thread)
+                outcome["error"] = exc
+
+        def on_sigterm(signum: int, frame: Any) -> None:
+            killed.set()
+            stop.set()
+
+        # daemon: a job that must exit (submitit's requeue) never waits for an evaluation to end
+        worker = threading.Thread(target=work, name="factorbench-sweep-job", daemon=True)
+        self._stop, self._worker = stop, worker
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+        try:
+            worker.start()
+            try:
+                while worker.is_alive():
+                    worker.join(0.2)
+            except KeyboardInterrupt:
+                stop.set()
+                worker.join(self.signal_delay_s)
+                raise
+            if killed.is_set():
+                # checkpointed; SLURM kills the job after its grace time and requeues it if it preempted it:
+                # exiting now would make SLURM record FAILED and never requeue
+                deadline = time.monotonic() + SLURM_KILL_WAIT_S
+                while time.monotonic() < deadline:
+                    time.sleep(1.0)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        if "error" in outcome:
+            raise outcome["error"]
+        return str(outcome["result"])
+
+    def checkpoint(self, job_id: str) -> Any:
+        """submitit's hook before it requeues the job (USR2): stop the worker and wait (up to the warning's
+        ``signal_delay_s`` less a margin) for its checkpoint, then requeue the same call."""
+        if self._stop is not None:
+            self._stop.set()
+        if self._worker is not None:
+            self._worker.join(max(self.signal_delay_s - 20.0, 5.0))
+        return super().checkpoint(job_id)
 
 
 # -------------------------------------------------------------------------------------------- engines
@@ -447,8 +563,8 @@ class EngineRequest:
     sweep_dir: Path
     parallel: int
     options: SweepOptions
-    #: engine settings, e.g. SLURM's partition, time, gpus_per_node (``--slurm KEY=VALUE``)
-    settings: Mapping[str, Any] = field(default_factory=dict)
+    #: SLURM's settings (``--slurm KEY=VALUE``); None for the local engine
+    slurm: SlurmSettings | None = None
     echo: Callable[[str], None] = print
 
 
@@ -503,7 +619,7 @@ def _run_local(req: EngineRequest) -> dict[str, str]:
     import submitit
 
     executor = submitit.LocalExecutor(folder=req.sweep_dir / "submitit" / "%j")
-    executor.update_parameters(timeout_min=float(req.settings.get("timeout_min", 7 * 24 * 60)))
+    executor.update_parameters(timeout_min=7 * 24 * 60)
     fn = SweepJob(req.plan, req.sweep_dir, req.options)
     pending = list(req.jobs)
     running: dict[str, tuple[Job, Any, float]] = {}
@@ -561,26 +677,28 @@ def _run_local(req: EngineRequest) -> dict[str, str]:
 
 def _run_slurm(req: EngineRequest) -> dict[str, str]:
     """submitit's SLURM executor: one array job, ``parallel`` tasks at a time, requeued on preemption or
-    timeout (the job resumes from its checkpoint). Returns at once; follow with ``--status``."""
+    timeout (the job resumes from its checkpoint; :class:`SweepJob`). The settings are checked against the
+    cluster (partition, MaxTime) before anything is submitted; sbatch's refusal is a clear error. Every
+    submission's ids are kept in ``slurm.json`` for ``--status``. Returns at once."""
     import submitit
 
     if shutil.which("sbatch") is None or shutil.which("srun") is None:
         raise FactorbenchError("--engine slurm needs a SLURM cluster (no sbatch/srun here); run it on a login node, "
                                "or use --engine local")
-    executor = submitit.SlurmExecutor(folder=req.sweep_dir / "submitit" / "%j")
-    settings = {"time": 24 * 60, "job_name": f"factorbench-{req.plan.name}", "cpus_per_task": req.options.threads or 1,
-                "signal_delay_s": 120, **req.settings}
-    additional = {"requeue": True, **dict(settings.pop("additional_parameters", {}))}
+    settings = resolve_settings(req.slurm or SlurmSettings(), req.options.threads, req.plan.name)
+    executor = submitit.SlurmExecutor(folder=req.sweep_dir / "submitit" / "%j", max_num_timeout=settings.max_num_timeout)
     try:
-        executor.update_parameters(array_parallelism=req.parallel, additional_parameters=additional, **settings)
+        executor.update_parameters(array_parallelism=req.parallel, **settings.executor_parameters())
     except (ValueError, TypeError) as exc:
         raise FactorbenchError(f"--slurm: {exc}") from None
-    handles = executor.map_array(SweepJob(req.plan, req.sweep_dir, req.options), [j.id for j in req.jobs])
-    if handles:
-        req.echo(f"submitted {len(handles)} jobs as SLURM array {handles[0].job_id.split('_')[0]} "
-                 f"({req.parallel} at a time); follow them with --status")
+    fn = SweepJob(req.plan, req.sweep_dir, req.options, engine="slurm", signal_delay_s=settings.signal_delay_s)
+    handles = submit_array(executor, fn, [j.id for j in req.jobs])
     ids = {j.id: h.job_id for j, h in zip(req.jobs, handles)}
-    _atomic_write(req.sweep_dir / "slurm.json", json.dumps({"jobs": ids}, indent=1, sort_keys=True))
+    record_submission(req.sweep_dir, ids, _atomic_write)
+    if handles:
+        req.echo(f"submitted {len(handles)} job{'s' if len(handles) != 1 else ''} as SLURM array "
+                 f"{handles[0].job_id.split('_')[0]} ({req.parallel} at a time, {settings.time} min per attempt, up "
+                 f"to {settings.max_num_timeout} requeues at the time limit); follow them with --status")
     return {j.id: "submitted" for j in req.jobs}
 
 
@@ -595,15 +713,22 @@ def _record_plan(sweep_dir: Path, plan: Plan) -> None:
                                        indent=1, sort_keys=True))
 
 
-def run_sweep(plan: Plan, sweep_dir: str | os.PathLike | None = None, *, engine: str = "local", parallel: int = 1,
-              only: str | None = None, options: SweepOptions = SweepOptions(),
-              settings: Mapping[str, Any] | None = None, echo: Callable[[str], None] = print) -> dict[str, str]:
+def run_sweep(plan: Plan, sweep_dir: str | os.PathLike | None = None, *, engine: str = "local",
+              parallel: int | None = None, only: str | None = None, options: SweepOptions = SweepOptions(),
+              settings: SlurmSettings | Mapping[str, Any] | None = None,
+              echo: Callable[[str], None] = print) -> dict[str, str]:
     """Run the plan's jobs (those matching ``only``) that are not done; returns job id -> outcome
-    ("done", "failed", "interrupted", "busy", "submitted", or "skipped" for finished jobs)."""
+    ("done", "failed", "interrupted", "busy", "submitted", or "skipped" for finished jobs). ``parallel``:
+    jobs at once (default: 1 locally, all of them under SLURM, which schedules them); ``settings``: SLURM's
+    (:class:`~factorbench.baselines.slurm.SlurmSettings`, or a mapping of ``--slurm`` keys to values)."""
     if engine not in ENGINES:
         raise FactorbenchError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
-    if parallel < 1:
+    if parallel is not None and parallel < 1:
         raise FactorbenchError(f"--jobs must be >= 1, got {parallel}")
+    if settings is not None and engine != "slurm":
+        raise FactorbenchError("--slurm settings need --engine slurm")
+    if settings is not None and not isinstance(settings, SlurmSettings):
+        settings = parse_slurm_settings([f"{k}={v}" for k, v in settings.items()])
     if options.threads is not None and options.threads < 1:
         raise FactorbenchError(f"--threads must be >= 1, got {options.threads}")
     if not (options.checkpoint_every_s > 0 and options.record_every_s > 0):
@@ -615,6 +740,8 @@ def run_sweep(plan: Plan, sweep_dir: str | os.PathLike | None = None, *, engine:
     todo = tuple(j for j in jobs if j.id not in outcome)
     check_sources(todo, options)
     check_source_copies(jobs, sweep_dir, options)
+    if todo:
+        check_locks(sweep_dir)
     busy = [j for j in todo if _lock_held(sweep_dir, j)]
     for j in busy:
         outcome[j.id] = "busy"
@@ -625,7 +752,9 @@ def run_sweep(plan: Plan, sweep_dir: str | os.PathLike | None = None, *, engine:
     if not todo:
         return outcome
     _record_plan(sweep_dir, plan)
-    outcome.update(ENGINES[engine](EngineRequest(plan, todo, sweep_dir, parallel, options, dict(settings or {}), echo)))
+    if parallel is None:
+        parallel = len(todo) if engine == "slurm" else 1
+    outcome.update(ENGINES[engine](EngineRequest(plan, todo, sweep_dir, parallel, options, settings, echo)))
     return outcome
 
 
@@ -645,6 +774,8 @@ class JobStatus:
     external_steps: int = 0
     #: its results were restored from reference files (:func:`restore`), not run in this directory
     restored: bool = False
+    #: what SLURM says about the job's latest submission when it is not done (pending and why, NODE_FAIL, ...)
+    slurm: str = ""
 
 
 def _checkpoint_step(run_dir: Path) -> int | None:
@@ -665,9 +796,11 @@ def _run_step(run_dir: Path, steps: int) -> int:
     return _checkpoint_step(run_dir) or 0
 
 
-def sweep_status(plan: Plan, sweep_dir: str | os.PathLike | None = None, only: str | None = None) -> list[JobStatus]:
+def sweep_status(plan: Plan, sweep_dir: str | os.PathLike | None = None, only: str | None = None,
+                 ask_slurm: bool = True) -> list[JobStatus]:
     """The state of every selected job: done, running (its lock is held), failed (with its error),
-    interrupted (started, stopped or killed; resumes on the next run) or left (never started)."""
+    interrupted (started, stopped or killed; resumes on the next run) or left (never started); for the jobs
+    submitted to SLURM that are not done, what ``squeue``/``sacct`` say (``ask_slurm``)."""
     sweep_dir = Path(sweep_dir) if sweep_dir is not None else default_sweep_dir(plan)
     out = []
     for job in select(expand(plan), only):
@@ -690,6 +823,9 @@ def sweep_status(plan: Plan, sweep_dir: str | os.PathLike | None = None, only: s
                              float(record.get("cpu_s", 0.0)), float(record.get("wall_s", 0.0)),
                              int(record.get("attempts", 0)), step, int(record.get("external_steps", 0)),
                              state == "done" and bool(record.get("restored"))))
+    if ask_slurm:
+        told = slurm_states(sweep_dir, [s.job.id for s in out if s.state != "done"])
+        out = [dataclasses.replace(s, slurm=told[s.job.id].describe()) if s.job.id in told else s for s in out]
     return out
 
 
@@ -738,7 +874,7 @@ def format_status(plan: Plan, statuses: Sequence[JobStatus], sweep_dir: Path, ve
         line = f"  {s.job.index:>4}  {s.job.id:<36} {s.state}{extra}"
         if s.attempts:
             line += f"  {s.cpu_s / 60:.1f} CPU min, {s.attempts} attempt{'s' if s.attempts > 1 else ''}"
-        lines.append(line)
+        lines.append(line + (f"  [{s.slurm}]" if s.slurm else ""))
         if s.error:
             lines += [f"        {text}" for text in s.error.splitlines()[-6:]]
     return "\n".join(lines)

@@ -144,9 +144,11 @@ def apply_cuda_determinism(settings: dict[str, Any]) -> None:
 
 
 @contextmanager
-def _stop_signals() -> Iterator[threading.Event]:
-    """An event set by the first Ctrl-C or SIGTERM (a second Ctrl-C interrupts at once)."""
-    stop = threading.Event()
+def _stop_signals(stop: threading.Event | None = None) -> Iterator[threading.Event]:
+    """An event set by the first Ctrl-C or SIGTERM (a second Ctrl-C interrupts at once); ``stop``, when
+    given, is that event, so that another thread can stop the training too. Off the main thread no handler
+    is installed: only ``stop`` stops it (the SLURM worker, whose main thread owns the signals)."""
+    stop = stop if stop is not None else threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield stop
         return
@@ -257,10 +259,11 @@ class _CsvLog:
 
 def train(config: ModelConfig, dataset: str | Path, run_dir: str | Path, *, split: str = "train",
           resume: bool = False, force: bool = False, options: TrainOptions = TrainOptions(),
-          source: str | None = None) -> TrainResult:
+          source: str | None = None, stop: threading.Event | None = None) -> TrainResult:
     """Train ``config`` on ``split`` of ``dataset`` (a file, or a dataset name: the protocol cache's copy)
     into ``run_dir``. A complete run with the same hash is not retrained; an unfinished one continues with
-    ``resume``; ``force`` starts over."""
+    ``resume``; ``force`` starts over. Setting ``stop`` (from another thread) stops it like Ctrl-C: a
+    checkpoint at the next step boundary, then :class:`TrainingInterrupted`."""
     run_dir = Path(run_dir)
     if options.threads is not None:
         if options.threads < 1:
@@ -290,7 +293,7 @@ def train(config: ModelConfig, dataset: str | Path, run_dir: str | Path, *, spli
                 print(f"{run_dir} is complete ({config.name}, {done['steps']} steps); not retrained")
             return TrainResult(run_dir, spec.hash(), "already complete", done["steps"], done["wall_time_s"],
                                done.get("steps_per_s", math.nan))
-        return _train(config, data, spec, run_dir, device, precision, state == "resume", options, draw)
+        return _train(config, data, spec, run_dir, device, precision, state == "resume", options, draw, stop)
     finally:
         data.close()
 
@@ -314,7 +317,8 @@ def _device_name(device: torch.device) -> str:
 
 
 def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path, device: torch.device,
-           precision: str, resume: bool, options: TrainOptions, draw: Any = None) -> TrainResult:
+           precision: str, resume: bool, options: TrainOptions, draw: Any = None,
+           stop_event: threading.Event | None = None) -> TrainResult:
     from tqdm import tqdm
 
     family = get_family(config)
@@ -344,8 +348,10 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
     ckpt = run_dir / CHECKPOINT
     segments: list[dict[str, Any]] = []  # one per start or resume: from which step, on what, in which precision
     noise = "seeded"
+    partial: dict[str, Any] = {}  # the log interval a stop cut short (its sums, continued after the resume)
     if resume and ckpt.is_file():
         start, extra = load_checkpoint(ckpt, model, optimizers, generator, noise_seed)
+        partial = extra.get("log_interval") or {}
         wall_before = float(extra.get("wall_time_s", 0.0))
         cpu_before = float(extra.get("cpu_time_s") or 0.0)
         segments = list(extra.get("segments") or [])
@@ -360,15 +366,21 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
     log = _CsvLog(run_dir / LOG, keep_until=start if resume else None)
     stop_at = config.steps if options.stop_after is None else min(config.steps, options.stop_after)
 
+    sums: dict[str, torch.Tensor] = {k: torch.tensor(v, dtype=torch.float32, device=device)
+                                     for k, v in (partial.get("sums") or {}).items()}
+    counts: dict[str, int] = {k: int(v) for k, v in (partial.get("counts") or {}).items()}
+    count, step = int(partial.get("count", 0)), start
+
     def checkpoint(step: int, wall: float) -> None:
+        # a stop between two log rows keeps the interval's sums (exact: float32 values as JSON doubles), so that
+        # the resumed run writes the same log rows as one never stopped
+        interval = {"sums": {k: float(v) for k, v in sums.items()}, "counts": counts, "count": count} if count else None
         save_checkpoint(ckpt, model, optimizers, generator, step,
                         {"wall_time_s": wall, "cpu_time_s": cpu_before + time.process_time() - cpu_start,
                          "scaler": scaler.state_dict() if scaler.is_enabled() else None,
-                         "device": str(device), "precision": precision, "segments": segments})
+                         "device": str(device), "precision": precision, "segments": segments,
+                         "log_interval": interval})
 
-    sums: dict[str, torch.Tensor] = {}
-    counts: dict[str, int] = {}
-    count, step = 0, start
     t_start, cpu_start = time.perf_counter(), time.process_time()
     t_interval, step_interval = t_start, start
     last_ckpt = t_start
@@ -393,7 +405,7 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
 
     bar = tqdm(total=config.steps, initial=start, desc=f"{config.name}", unit="step", disable=None if options.progress else True,
                dynamic_ncols=True)
-    with _stop_signals() as stop:
+    with _stop_signals(stop_event) as stop:
         try:
             raw_batches = (data.batches(start, stop_at, config.batch_size, config.seed) if draw is None
                            else data.stream(draw, start, stop_at))
@@ -421,15 +433,13 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
                 if options.snapshot_every and step % options.snapshot_every == 0 and step < config.steps:
                     (run_dir / SNAPSHOTS).mkdir(exist_ok=True)
                     save_weights(snapshot_path(run_dir, step), model, {"run_hash": run_hash, "step": str(step)})
-                if step % options.log_every == 0 or step == stop_at:
+                if step % options.log_every == 0 or step == config.steps:
                     values = flush_log(step)
                     bar.set_postfix(loss=f"{values.get('loss', math.nan):.4g}", refresh=False)
                     if time.perf_counter() - last_ckpt >= options.checkpoint_every_s:
                         checkpoint(step, wall_before + time.perf_counter() - t_start)
                         last_ckpt = time.perf_counter()
                 if stop.is_set():
-                    if count:
-                        flush_log(step)
                     checkpoint(step, wall_before + time.perf_counter() - t_start)
                     raise TrainingInterrupted(f"interrupted at step {step} of {config.steps}; the checkpoint is in "
                                               f"{run_dir}: continue with --resume")

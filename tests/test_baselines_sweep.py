@@ -600,12 +600,13 @@ def test_kill_in_the_middle_then_rerun_equals_an_uninterrupted_sweep(tmp_path, d
 
 
 def _fake_slurm(tmp_path: Path, monkeypatch) -> Path:
-    """sbatch, srun and scontrol stand-ins on PATH: sbatch keeps the submission file and answers with job 4242;
-    scontrol records its arguments."""
+    """sbatch, srun, scontrol, sinfo, sacct and squeue stand-ins on PATH: sbatch keeps the submission file and
+    answers with job 4242; scontrol records its arguments; sinfo has one partition, gpu, of two days."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     scripts = {"sbatch": f'cp "$1" {tmp_path}/submitted.sh\necho "Submitted batch job 4242"\n', "srun": "exit 0\n",
-               "scontrol": f'echo "$@" >> {tmp_path}/scontrol.txt\n'}
+               "scontrol": f'echo "$@" >> {tmp_path}/scontrol.txt\n', "sinfo": 'echo "gpu*|2-00:00:00"\n',
+               "sacct": "exit 0\n", "squeue": "exit 0\n"}
     for name, body in scripts.items():
         (bin_dir / name).write_text("#!/bin/sh\n" + body)
         (bin_dir / name).chmod(0o755)
@@ -630,17 +631,106 @@ def test_slurm_engine_submits_one_requeueable_array(tmp_path, monkeypatch):
     submitted = _fake_slurm(tmp_path, monkeypatch)
     plan = _plan(tmp_path, PLAN + BETA)
     outcome = run_sweep(plan, tmp_path / "sweep", engine="slurm", parallel=2, only="*/seed0", options=OPTIONS,
-                        settings={"partition": "gpu", "time": 30, "gpus_per_node": 1}, **QUIET)
+                        settings={"partition": "gpu", "time": "0:30:00", "gpus_per_node": 1, "setup": "module load x",
+                                  "sbatch.reservation": "maint"}, **QUIET)
     assert outcome == {"vae/square/seed0": "submitted", "beta-vae/square/seed0": "submitted"}
     script = submitted.read_text()
     for line in ("--array=0-1%2", "--requeue", "--signal=USR2@120", "--partition=gpu", "--time=30", "--gpus-per-node=1",
-                 "--cpus-per-task=1", "--job-name=factorbench-tiny"):
+                 "--cpus-per-task=1", "--job-name=factorbench-tiny", "--reservation=maint"):
         assert f"#SBATCH {line}\n" in script
-    assert json.loads((tmp_path / "sweep" / "slurm.json").read_text())["jobs"] == {
-        "vae/square/seed0": "4242_0", "beta-vae/square/seed0": "4242_1"}
+    assert "\nmodule load x\n" in script
+    from factorbench.baselines.slurm import latest_ids, read_submissions
+
+    assert latest_ids(tmp_path / "sweep") == {"vae/square/seed0": "4242_0", "beta-vae/square/seed0": "4242_1"}
+    # a second submission (default time: the partition's MaxTime of two days caps nothing below a day; every job
+    # at once) keeps the first one's ids
+    run_sweep(plan, tmp_path / "sweep", engine="slurm", only="vae/*", options=OPTIONS, **QUIET)
+    script = submitted.read_text()
+    assert "#SBATCH --time=1440\n" in script and "#SBATCH --array=0-1%2\n" in script
+    assert [len(s["jobs"]) for s in read_submissions(tmp_path / "sweep")] == [2, 2]
     monkeypatch.setenv("PATH", "/nowhere")
     with pytest.raises(FactorbenchError, match="--engine slurm needs a SLURM cluster"):
         run_sweep(plan, tmp_path / "sweep", engine="slurm", options=OPTIONS, **QUIET)
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"time": "3-00:00:00"}, "longer than partition gpu's MaxTime of 2880 minutes"),
+    ({"partition": "nope"}, "no such partition; it has gpu"),
+    ({"time": "1", "signal_delay_s": 120}, "each attempt would be requeued before it trained"),
+    ({"time": "ten"}, "is not a SLURM time"),
+    ({"additional_parameters": "x"}, "sbatch.OPTION=VALUE"),
+    ({"partion": "gpu"}, "unknown setting; choose one of partition, time"),
+    ({"sbatch.array": "0-3"}, "the sweep sets --array itself"),
+    ({"mem": "lots"}, "not a SLURM memory size")])
+def test_slurm_settings_are_checked_before_anything_is_submitted(tmp_path, monkeypatch, settings, message):
+    submitted = _fake_slurm(tmp_path, monkeypatch)
+    plan = _plan(tmp_path)
+    with pytest.raises(FactorbenchError, match=re.escape(message)):
+        run_sweep(plan, tmp_path / "sweep", engine="slurm", options=OPTIONS, settings=settings, **QUIET)
+    assert not submitted.exists() and not (tmp_path / "sweep" / "slurm.json").exists()
+
+
+def test_slurm_refusal_and_status_from_squeue_and_sacct(tmp_path, monkeypatch):
+    _fake_slurm(tmp_path, monkeypatch)
+    plan = _plan(tmp_path)
+    (tmp_path / "bin" / "sbatch").write_text("#!/bin/sh\necho 'sbatch: error: invalid account: nobody' >&2\n"
+                                             "echo 'sbatch: error: Batch job submission failed' >&2\nexit 1\n")
+    with pytest.raises(FactorbenchError, match="SLURM refused the submission: sbatch: error: invalid account: nobody"):
+        run_sweep(plan, tmp_path / "sweep", engine="slurm", options=OPTIONS, settings={"account": "nobody"}, **QUIET)
+    (tmp_path / "bin" / "sbatch").write_text("#!/bin/sh\necho 'Submitted batch job 4242'\n")
+    run_sweep(plan, tmp_path / "sweep", engine="slurm", options=OPTIONS, **QUIET)
+    (tmp_path / "bin" / "squeue").write_text("#!/bin/sh\necho '4242_1|PENDING|PartitionTimeLimit'\n")
+    (tmp_path / "bin" / "sacct").write_text("#!/bin/sh\necho '4242_0|OUT_OF_MEMORY|None'\n"
+                                            "echo '4242_[1]|PENDING|PartitionTimeLimit'\n")
+    statuses = {s.job.id: s for s in sweep_status(plan, tmp_path / "sweep")}
+    assert statuses["vae/square/seed0"].slurm == ("SLURM 4242_0: OUT_OF_MEMORY, killed for exceeding its memory "
+                                                  "(raise mem)")
+    assert statuses["vae/square/seed1"].slurm == "SLURM 4242_1: PENDING (PartitionTimeLimit)"
+    text = format_status(plan, list(statuses.values()), tmp_path / "sweep")
+    assert "left  [SLURM 4242_1: PENDING (PartitionTimeLimit)]" in text
+
+
+def test_the_lock_probe_never_turns_a_starting_job_away(tmp_path):
+    """--status probes a job's lock; a job taking it at that moment waits instead of calling itself busy, and
+    a held lock still reads 'running'."""
+    import fcntl
+
+    from factorbench.baselines.sweep import _lock_held, _lock_path
+
+    plan = _plan(tmp_path)
+    job = expand(plan)[0]
+    sweep_dir = tmp_path / "sweep"
+    path = _lock_path(sweep_dir, job)
+    path.parent.mkdir(parents=True)
+    with open(path, "a") as probe:  # a probe holds the lock (shared) for a moment
+        fcntl.flock(probe, fcntl.LOCK_SH)
+        with _job_lock(sweep_dir, job, retry_s=0.3) as mine:
+            assert mine is False  # still held after the retries
+        import threading
+
+        threading.Timer(0.3, lambda: fcntl.flock(probe, fcntl.LOCK_UN)).start()
+        with _job_lock(sweep_dir, job, retry_s=5.0) as mine:  # released while the job retries
+            assert mine is True
+        with _job_lock(sweep_dir, job) as mine:
+            assert mine is True and _lock_held(sweep_dir, job)
+        assert not _lock_held(sweep_dir, job)
+
+
+def test_a_file_system_without_locks_is_a_clear_error(tmp_path, monkeypatch):
+    import errno
+    import fcntl
+
+    import factorbench.baselines.sweep as sweep_module
+
+    def no_flock(fh, operation):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    plan = _plan(tmp_path)
+    monkeypatch.setattr(sweep_module.fcntl, "flock", no_flock)
+    with pytest.raises(FactorbenchError, match="does not support file locks.*on Lustre: mounted with -o flock"):
+        run_sweep(plan, tmp_path / "sweep", options=OPTIONS, **QUIET)
+    assert fcntl.flock is no_flock  # (the module's fcntl is the one patched)
+    assert not (tmp_path / "sweep" / "runs").exists()  # before any job started
 
 
 @pytest.mark.slow
