@@ -262,7 +262,10 @@ def test_cli_plan_errors_exit_2(tmp_path, capsys):
              (["sweep", str(good), "--engine", "cloud"], "invalid choice: 'cloud'"),
              (["sweep", str(good), "--jobs", "0", "--dir", str(tmp_path / "s")], "--jobs must be >= 1"),
              (["sweep", str(good), "--status", "--dry-run"], "give one of"),
-             (["sweep", str(good), "--slurm", "partition=x"], "need --engine slurm")]
+             (["sweep", str(good), "--slurm", "partition=x"], "need --engine slurm"),
+             (["sweep", str(good), "--engine", "slurm", "--slurm", "time=0:03:00", "--slurm", "signal_delay_s=170"],
+              "each attempt would be requeued before it trained"),
+             (["sweep", str(good), "--engine", "slurm", "--slurm", "additional_parameters=x"], "sbatch.OPTION=VALUE")]
     for argv, message in cases:
         assert cli(argv) == 2, argv
         err = capsys.readouterr().err
