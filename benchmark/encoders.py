@@ -295,6 +295,19 @@ def _check_batch(out: Any, n: int, what: str) -> tuple[np.ndarray, np.ndarray | 
     return mu.astype(np.float64), None if logvar is None else logvar.astype(np.float64)
 
 
+def encode_images(encoder: Any, images: np.ndarray) -> np.ndarray:
+    """The codes (means) of one batch of uint8 images (n, H, W, C), checked as :func:`encode` checks them."""
+    what = f"the encoder {describe_encoder(encoder)}"
+    try:
+        out = encoder(images)
+    except FactorbenchError:
+        raise
+    except Exception as exc:
+        raise FactorbenchError(f"{what} raised {type(exc).__name__} on a batch of {len(images)} images "
+                               f"(uint8, shape {images.shape}): {exc}") from exc
+    return _check_batch(out, len(images), what)[0]
+
+
 def encode(encoder: Any, dataset: Any, rows: np.ndarray, *, batch_size: int = 256,
            progress: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """Codes (and log-variances, or None) of ``rows`` of ``dataset``, in that order, checked batch by batch."""

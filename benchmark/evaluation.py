@@ -22,10 +22,11 @@ from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.fileformat import package_version
 
 from .adapters import ADAPTERS, EvalContext, NotApplicable
+from .code_checks import code_warnings, probe_rows, probe_warnings
 from .cache import DataChanged, expected_rows, file_state, prepare_dataset, verified_hashes
 from .environment import environment_record
 from .dataset import load
-from .encoders import describe_encoder, encode, load_encoder
+from .encoders import describe_encoder, encode, encode_images, load_encoder
 from .protocols import Protocol, get_protocol
 from .results import EvaluationResult, better_direction
 from .subgrid import subgrid_factors, subgrid_rows, subgrid_size
@@ -225,6 +226,7 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
             mu, logvar = mu[rows], None if logvar is None else logvar[rows]
         t0 = time.perf_counter()
         training: dict[str, Any] = {}
+        input_warnings: list[str] = []
         if codes is not None:
             description = "codes given by the user"
         else:
@@ -238,6 +240,12 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
                 fit_split = "train" if "train" in ds.split_names else None
                 encoder.fit(ds.split(fit_split).images if fit_split else ds.images)
             mu, logvar = encode(encoder, ds, rows, batch_size=batch_size, progress=progress)
+            if not hasattr(encoder, "encode_dataset"):  # an encoder of images: probe it
+                probe = ds.images[np.sort(rows[probe_rows(len(rows))])]
+                input_warnings += probe_warnings(lambda batch: encode_images(encoder, batch), probe)
+        input_warnings = code_warnings(mu) + input_warnings
+        for text in input_warnings:
+            warnings.warn(f"{protocol.name}, {description}: {text}", stacklevel=2)
         timings["encode"] = time.perf_counter() - t0
         if mu.shape[1] > LARGE_CODE:
             warnings.warn(f"codes of {mu.shape[1]:,} dimensions: the metrics' cost grows with the dimension (D_LSBD, "
@@ -285,4 +293,5 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
         training=training,
         headline={"key": protocol.headline.key, "better": protocol.headline.better},
         directions=_directions(protocol, metrics),
+        warnings=input_warnings,
     )

@@ -86,6 +86,8 @@ class EvaluationResult:
     headline: dict[str, str] = field(default_factory=dict)
     directions: dict[str, str] = field(default_factory=dict)
     result_format: int = RESULT_FORMAT
+    #: what the checks of the codes and the encoder found before the metrics ran (``code_checks``)
+    warnings: list[str] = field(default_factory=list)
 
     def scalars(self) -> dict[str, float]:
         """``{"label.field": value}`` of every headline scalar, in the protocol's order."""
@@ -93,10 +95,12 @@ class EvaluationResult:
                 for label, m in self.metrics.items() for name, v in m["scalars"].items()}
 
     def to_dict(self) -> dict[str, Any]:
-        """The content as plain data; ``training`` only for trained runs (an encoder with provenance)."""
+        """The content as plain data; ``training`` only for trained runs (an encoder with provenance),
+        ``warnings`` only when the input checks found something."""
         d = asdict(self)
-        if not d["training"]:
-            del d["training"]
+        for key in ("training", "warnings"):
+            if not d[key]:
+                del d[key]
         return d
 
     def checksum(self) -> str:
@@ -135,6 +139,8 @@ class EvaluationResult:
             lines.append(f"  {key:<{width}}  {scalars[key]:8.4f}  {arrow}")
         for label, why in self.skipped.items():
             lines.append(f"  {label:<{width}}  skipped: {why}")
+        for warning in self.warnings:
+            lines.append(f"  WARNING (input): {warning}")
         for label, m in self.metrics.items():
             for warning in m.get("result", {}).get("warnings", ()):
                 lines.append(f"  warning ({label}): {warning}")
@@ -173,10 +179,10 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "package_version": (str,), "encoder": (str,), "code_dim": (int,), "posterior": (bool,), "metrics": (dict,),
     "skipped": (dict,), "partial": (bool,), "seeds": (list,), "timings": (dict,), "date": (str,),
     "environment": (dict,), "model": (str,), "headline": (dict,), "directions": (dict,), "result_format": (int,),
-    "training": (dict,),
+    "training": (dict,), "warnings": (list,),
 }
 #: keys a result may leave out
-_OPTIONAL = {"training"}
+_OPTIONAL = {"training", "warnings"}
 
 
 def _number(v: Any) -> bool:
@@ -619,6 +625,13 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
         sign = -1.0 if protocol.headline.better == "higher" else 1.0
         rows.sort(key=lambda r: (math.isnan(r[2][0][0]), sign * r[2][0][0] if not math.isnan(r[2][0][0]) else 0.0))
     flags = [f"⚠ {model}: {why}" for model, why in flagged.items()]
+    for model, runs in results.items():  # what the input checks found (code_checks), once per distinct text
+        found: dict[str, int] = {}
+        for run in runs:
+            for text in run.warnings:
+                found[text] = found.get(text, 0) + 1
+        flags += [f"⚠ {model}: input check ({count} of {len(runs)} run{'s' if len(runs) > 1 else ''}): {text}"
+                  for text, count in found.items()]
     return ScoresTable(protocol.name, head, protocol.headline.better, tuple(keys),
                        tuple(_directions(protocol, keys)), tuple(rows), tuple(waiting + flags + unchecked),
                        tuple(unfinished), tuple(kinds.items()), tuple(flagged.items()))
