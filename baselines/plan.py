@@ -253,7 +253,7 @@ def _entry(source: str, i: int, table: Any, datasets: Mapping[str, DatasetPlan],
                          "[budget]), not in params")
     entry = PlanEntry(model, name, dict(sorted(params.items())), names, seeds, steps)
     try:
-        typed = entry.config(seeds[0]).to_dict()["params"]
+        typed = entry.config(seeds[0]).to_dict(every_setting=True)["params"]
     except FactorbenchError as exc:
         raise _error(source, f"{where} params", str(exc)) from None
     # the settings as the config holds them (beta = 5 and beta = 5.0 are one plan, one hash)

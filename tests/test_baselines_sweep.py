@@ -190,6 +190,37 @@ def test_reference_plan(tmp_path):
     assert [j for j in jobs if j.id == "vae/teapot/seed0"][0].protocols == ("teapot-dci-v1", "teapot-dependent-v1")
 
 
+def test_the_standard_dataset_plans_hold_the_settings_their_sources_give():
+    """Almudévar & Ortega's and Do & Tran's plans, as BASELINES.md cites them (fixed before they ran)."""
+    plan = load_plan("almudevar-ortega-v1")
+    jobs = expand(plan)
+    assert len(jobs) == 6 * 4 * 3 and {j.seed for j in jobs} == {0} and {e.steps for e in plan.entries} == {10000}
+    by_id = {j.id: j.config for j in jobs}
+    assert {c.architecture for c in by_id.values()} == {"burgess-2018", "chen-mlp", "burgess", "montero-small"}
+    assert all((c.latent_dim, c.lr, c.weight_decay, c.lr_decay_every, c.lr_decay_factor, c.batch_size)
+               == (10, 1e-4, 4e-5, 4000, 0.1, 64) for c in by_id.values())
+    assert by_id["beta-vae.burgess/dsprites/seed0"].beta == 4.0
+    annealed = by_id["annealed-vae.chen-mlp/shapes3d/seed0"]
+    assert (annealed.gamma, annealed.c_max, annealed.c_steps) == (1000.0, 25.0, 7000)
+    assert by_id["beta-tcvae.montero-small/mpi3d-toy/seed0"].beta == 6.0
+    assert by_id["factor-vae.burgess-2018/dsprites/seed0"].gamma == 20.0
+    ada = by_id["ada-gvae.burgess/dsprites/seed0"]
+    assert (ada.beta, ada.k) == (6.0, 1)
+    hfs = by_id["hfs-vae.burgess/mpi3d-toy/seed0"]
+    assert (hfs.beta, hfs.gamma, hfs.hfs_pairs) == (1.0, 1.0, 25)
+    assert jobs[0].protocols == ("dsprites-dependent-v1", "dsprites-dci-v1")
+
+    plan = load_plan("do-tran-v1")
+    jobs = expand(plan)
+    assert len(jobs) == (4 + 5 + 3) * 4 and {j.protocols for j in jobs} == {("dsprites-dci-v1",)}
+    by_entry = {j.entry.name: j.config for j in jobs if j.seed == 0}
+    assert sorted(c.gamma for n, c in by_entry.items() if n.startswith("factor-vae")) == [10, 20, 50, 100]
+    assert sorted(c.beta for n, c in by_entry.items() if n.startswith("beta-vae")) == [1, 4, 10, 20, 50]
+    assert sorted(c.gz for n, c in by_entry.items() if n.startswith("aae")) == [10, 20, 50]
+    assert all((c.lr, c.adam_beta1, c.adam_beta2, c.latent_dim, c.hidden) == (1e-3, 0.5, 0.99, 10, 128)
+               for c in by_entry.values())
+
+
 @pytest.mark.parametrize("old, new, message", [
     ('model = "vae"', 'model = "vea"', r"\[\[models\]\] #1 \(vea\) model: unknown model 'vea'"),
     ("hidden = 32", "hiden = 32", r"#1 \(vae\) params: unknown parameter 'hiden'"),
