@@ -5,7 +5,8 @@
 Reads the published numbers (``published/*.toml``, transcribed from the papers' tables, sources inside)
 and the shipped reference results (``benchmark/reference/<protocol>/<model>.json``, validated as
 ``factorbench scores`` validates them), and rewrites the part of REPRODUCTION.md between the markers
-``<!-- tables:begin -->`` and ``<!-- tables:end -->``. ``--check`` only compares (exit status 1 when the
+``<!-- tables:begin -->`` and ``<!-- tables:end -->``, and every number of the prose written as
+``<!--=EXPRESSION-->VALUE<!---->`` (:func:`render_value`). ``--check`` only compares (exit status 1 when the
 file is out of date), so the document can never show numbers the reference files do not hold. Rows: every model the shipped plans
 train under the protocol (with "—" until its runs are collected) and every other reference row.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +30,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["BEGIN", "END", "PUBLISHED_DIR", "Comparison", "COMPARISONS", "render_tables", "update_document"]
+__all__ = ["BEGIN", "END", "PROSE_NUMBER", "PUBLISHED_DIR", "Comparison", "COMPARISONS", "render_prose",
+           "render_tables", "render_value", "update_document"]
 
 PUBLISHED_DIR = Path(__file__).with_name("published")
 BEGIN, END = "<!-- tables:begin -->", "<!-- tables:end -->"
@@ -171,13 +174,112 @@ def render_tables(reference_dir: Path | None = None) -> str:
     return "\n\n".join(parts)
 
 
+#: a number of the prose: ``<!--=EXPRESSION-->VALUE<!---->``, VALUE rewritten from EXPRESSION (see :func:`render_value`)
+PROSE_NUMBER = re.compile(r"<!--=(?P<expr>[^>]*?)-->(?P<value>.*?)<!---->", re.S)
+
+
+class _Sources:
+    """The reference results and published tables the prose reads, each loaded once."""
+
+    def __init__(self, reference_dir: Path | None) -> None:
+        self.reference_dir = reference_dir
+        self._results: dict[str, Mapping[str, Sequence[EvaluationResult]]] = {}
+        self._published: dict[str, dict[str, Any]] = {}
+
+    def runs(self, protocol: str, model: str) -> Sequence[EvaluationResult]:
+        if protocol not in self._results:
+            folder = self.reference_dir / protocol if self.reference_dir is not None else None
+            self._results[protocol] = reference_results(protocol, folder) if folder is None or folder.is_dir() else {}
+        runs = self._results[protocol].get(model)
+        if not runs:
+            raise FactorbenchError(f"the prose cites {model} under {protocol}, which has no reference runs")
+        return sorted(runs, key=lambda r: (r.training.get("sweep") or {}).get("seed", 0))
+
+    def published(self, name: str, table: str, model: str, key: str) -> tuple[float, float | None]:
+        if name not in self._published:
+            self._published[name] = _published(name)
+        data = self._published[name]
+        try:
+            return _theirs(data[table][model], data["columns"], key)
+        except (KeyError, ValueError):
+            raise FactorbenchError(f"the prose cites {name} {table} {model} {key}, which the published file "
+                                   "lacks") from None
+
+
+def _values(runs: Sequence[EvaluationResult], key: str) -> list[float]:
+    read = _DERIVED.get(key)
+    return [read(r) if read else r.scalars().get(key, math.nan) for r in runs]
+
+
+def _digits(fmt: str, prefix: str) -> int:
+    return int(fmt[len(prefix):] or 2)
+
+
+def render_value(expression: str, sources: _Sources) -> str:
+    """One number of the prose, from the shipped results or the published tables (formatted once, from the
+    full-precision value: no double rounding):
+
+    - ``ours PROTOCOL MODEL KEY FORMAT``: ``msN`` mean ± sample std, ``mN`` mean, ``sN`` std, ``seedsN``
+      every seed's value ("a, b and c", in seed order), ``n`` the number of runs (N decimals, default 2);
+    - ``paper FILE TABLE MODEL KEY FORMAT``: ``msN``, ``mN`` or ``sN`` of a published cell;
+    - ``gap PROTOCOL MODEL KEY FILE TABLE``: our mean's distance from the published mean in published
+      standard deviations, one decimal."""
+    parts = expression.split()
+    try:
+        if parts[0] == "ours" and len(parts) == 5:
+            _, protocol, model, key, fmt = parts
+            values = _values(sources.runs(protocol, model), key)
+            mean = sum(values) / len(values)
+            std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else math.nan
+            if fmt == "n":
+                return str(len(values))
+            if fmt.startswith("seeds"):
+                d = _digits(fmt, "seeds")
+                text = [f"{v:.{d}f}" for v in values]
+                return text[0] if len(text) == 1 else ", ".join(text[:-1]) + " and " + text[-1]
+            if fmt.startswith("ms"):
+                d = _digits(fmt, "ms")
+                return f"{mean:.{d}f} ± {std:.{d}f}"
+            if fmt[0] in "ms":
+                d = _digits(fmt, fmt[0])
+                return f"{(mean if fmt[0] == 'm' else std):.{d}f}"
+        elif parts[0] == "paper" and len(parts) == 6:
+            _, name, table, model, key, fmt = parts
+            mean, std = sources.published(name, table, model, key)
+            if fmt.startswith("ms"):
+                d = _digits(fmt, "ms")
+                return f"{mean:.{d}f} ± {std or 0.0:.{d}f}"
+            if fmt[0] in "ms":
+                d = _digits(fmt, fmt[0])
+                return f"{(mean if fmt[0] == 'm' else std or 0.0):.{d}f}"
+        elif parts[0] == "gap" and len(parts) == 6:
+            _, protocol, model, key, name, table = parts
+            values = _values(sources.runs(protocol, model), key)
+            mean, std = sources.published(name, table, model, key)
+            if not std:
+                raise FactorbenchError(f"the prose asks for a gap in standard deviations of {name} {table} {model} "
+                                       f"{key}, which has none")
+            return f"{abs(sum(values) / len(values) - mean) / std:.1f}"
+    except (IndexError, ValueError) as exc:
+        raise FactorbenchError(f"prose number <!--={expression}-->: {exc}") from None
+    raise FactorbenchError(f"prose number <!--={expression}-->: not one of 'ours PROTOCOL MODEL KEY FORMAT', "
+                           "'paper FILE TABLE MODEL KEY FORMAT', 'gap PROTOCOL MODEL KEY FILE TABLE'")
+
+
+def render_prose(text: str, reference_dir: Path | None = None) -> str:
+    """``text`` with every prose number (:data:`PROSE_NUMBER`) rewritten from its expression."""
+    sources = _Sources(reference_dir)
+    return PROSE_NUMBER.sub(lambda m: f"<!--={m['expr']}-->{render_value(m['expr'], sources)}<!---->", text)
+
+
 def update_document(path: Path, check: bool = False, reference_dir: Path | None = None) -> bool:
-    """Rewrite the tables of ``path`` (True when it changed); ``check``: only report whether it would."""
+    """Rewrite the tables and the prose numbers of ``path`` (True when it changed); ``check``: only report
+    whether it would."""
     text = path.read_text()
     if BEGIN not in text or END not in text:
         raise SystemExit(f"{path} has no {BEGIN} ... {END} markers")
     start, stop = text.index(BEGIN) + len(BEGIN), text.index(END)
-    new = text[:start] + "\n" + render_tables(reference_dir) + "\n" + text[stop:]
+    new = render_prose(text[:start] + "\n" + render_tables(reference_dir) + "\n" + text[stop:], reference_dir)
     if new == text:
         return False
     if not check:

@@ -135,3 +135,39 @@ def test_check_reports_an_edited_reference_file_without_a_traceback(tmp_path, ca
     assert main(["--check", "--file", str(doc), "--reference-dir", str(ref)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "vae.json" in err and "Traceback" not in err
+
+
+def test_prose_numbers_are_generated_once_from_full_precision_and_checked(tmp_path):
+    """A number of the prose is rewritten from its expression: ours (mean ± std, per seed, count), the
+    paper's, and the distance in the paper's standard deviations; an edited value is stale for --check."""
+    import math
+
+    from factorbench.baselines.reproduction import render_prose, render_value
+    from factorbench.benchmark.results import reference_results
+    from factorbench.generators.errors import FactorbenchError
+
+    runs = sorted(reference_results("arrow-lsbd-v1")["factor-vae"], key=lambda r: r.training["sweep"]["seed"])
+    values = [_d_lsbd_sum(r) for r in runs]
+    mean = sum(values) / len(values)
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    from factorbench.baselines.reproduction import _Sources
+
+    sources = _Sources(None)
+    assert render_value("ours arrow-lsbd-v1 factor-vae d_lsbd.sum ms2", sources) == f"{mean:.2f} ± {std:.2f}"
+    assert render_value("ours arrow-lsbd-v1 factor-vae d_lsbd.sum seeds3", sources) == \
+        f"{values[0]:.3f}, {values[1]:.3f} and {values[2]:.3f}"
+    assert render_value("ours arrow-lsbd-v1 factor-vae d_lsbd.sum n", sources) == "3"
+    assert render_value("paper tonnaer-2022 arrow factor-vae d_lsbd.sum ms3", sources) == "1.526 ± 0.125"
+    assert render_value("gap arrow-lsbd-v1 factor-vae d_lsbd.sum tonnaer-2022 arrow", sources) == \
+        f"{abs(mean - 1.526) / 0.125:.1f}"
+    # one rounding from the full value: 0.0648 is 0.06, not 0.065 rounded again to 0.07
+    assert 0.0645 < std < 0.065 and render_value("ours arrow-lsbd-v1 factor-vae d_lsbd.sum s2", sources) == "0.06"
+    text = "FactorVAE <!--=ours arrow-lsbd-v1 factor-vae d_lsbd.sum ms2-->0.94 ± 0.07<!----> on arrow"
+    assert render_prose(text) == text.replace("0.94 ± 0.07", f"{mean:.2f} ± {std:.2f}")
+    for bad, message in [("ours arrow-lsbd-v1 nobody d_lsbd.sum ms2", "has no reference runs"),
+                         ("paper tonnaer-2022 arrow nobody d_lsbd.sum ms3", "the published file lacks"),
+                         ("mean of everything", "not one of")]:
+        with pytest.raises(FactorbenchError, match=message):
+            render_prose(f"<!--={bad}-->1<!---->")
+    # the document's own numbers: test_the_document_is_up_to_date renders them too (update_document)
+    assert "<!--=ours square-lsbd-v1 vae d_lsbd.sum ms2-->" in (ROOT / "REPRODUCTION.md").read_text()
