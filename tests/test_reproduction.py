@@ -171,3 +171,14 @@ def test_prose_numbers_are_generated_once_from_full_precision_and_checked(tmp_pa
             render_prose(f"<!--={bad}-->1<!---->")
     # the document's own numbers: test_the_document_is_up_to_date renders them too (update_document)
     assert "<!--=ours square-lsbd-v1 vae d_lsbd.sum ms2-->" in (ROOT / "REPRODUCTION.md").read_text()
+
+
+def test_the_cost_table_covers_every_job_and_is_up_to_date():
+    from factorbench.baselines.costs import job_costs, update_costs
+    from factorbench.baselines.plan import expand, load_plan
+
+    assert not update_costs(ROOT / "baselines" / "BASELINES.md", "reference-v1", check=True), \
+        "BASELINES.md's cost table is out of date: run python -m factorbench.baselines.costs"
+    costs = job_costs("reference-v1")
+    assert list(costs) == [j.id for j in expand(load_plan("reference-v1"))]  # every job, in plan order
+    assert costs["beta-vae/coil100/seed0"]["precision"] == "fp32" and costs["beta-vae/coil100/seed0"]["cpu_s"] > 0
