@@ -21,7 +21,7 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +104,14 @@ class EvaluationResult:
         return d
 
     def checksum(self) -> str:
-        """sha256 of the canonical JSON of the content (written into the file as ``checksum``)."""
-        return sha256_text(canonical_json(self.to_dict()))
+        """sha256 of the canonical JSON of the content (written into the file as ``checksum``): the
+        :meth:`to_dict` content, read without its deep copy (a result's metrics hold hundreds of
+        thousands of values, and the copy took most of the time of reading reference files)."""
+        content = {f.name: getattr(self, f.name) for f in fields(self)}
+        for key in ("training", "warnings"):
+            if not content[key]:
+                del content[key]
+        return sha256_text(canonical_json(content))
 
     def to_json(self) -> str:
         return json.dumps({**self.to_dict(), "checksum": self.checksum()}, indent=1, allow_nan=False)
