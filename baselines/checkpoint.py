@@ -16,7 +16,7 @@ from safetensors.torch import load, save
 from factorbench.generators.errors import FactorbenchError
 
 __all__ = ["atomic_write_bytes", "load_checkpoint", "load_weights", "noise_seed_after_device_change", "save_checkpoint",
-           "save_weights"]
+           "save_weights", "tensors_sha256", "weights_sha256"]
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -51,6 +51,25 @@ def save_weights(path: Path, model: torch.nn.Module, metadata: dict[str, str] | 
     """The model's state dict (parameters and buffers) as safetensors."""
     atomic_write_bytes(path, _reproducible(save({k: _cpu(v) for k, v in model.state_dict().items()},
                                                 metadata=metadata)))
+
+
+def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
+    """sha256 over the tensors alone, in name order: each name, dtype, shape and raw bytes. The file's header
+    (metadata, key order) does not enter it, so a result's ``weights_sha256`` ties it to the weights
+    themselves."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu().contiguous()
+        digest.update(f"{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def weights_sha256(path: str | Path) -> str:
+    """:func:`tensors_sha256` of a weights file (``weights.safetensors`` or a snapshot)."""
+    return tensors_sha256(_read(Path(path))[0])
 
 
 def load_weights(path: Path, model: torch.nn.Module) -> dict[str, str]:

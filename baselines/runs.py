@@ -79,7 +79,7 @@ class RunEncoder:
     def __init__(self, run_dir: str | os.PathLike, device: str = "cpu", step: int | None = None) -> None:
         import torch
 
-        from .checkpoint import load_weights
+        from .checkpoint import load_weights, weights_sha256
         from .config import get_family
         from . import models  # noqa: F401  (registers every model)
 
@@ -112,6 +112,8 @@ class RunEncoder:
             "run_hash": info["run_hash"], "model": self.config.name, "config": info["config"],
             "config_hash": info["config_hash"], "training_data": info["data"],
             "budget": {"steps": self.step, "batch_size": self.config.batch_size, "planned_steps": self.config.steps},
+            # the weights scored, by their tensors alone (checkpoint.weights_sha256 recomputes it from the file)
+            "weights_sha256": weights_sha256(weights),
             # a snapshot of a run still training (a learning curve) has no DONE record yet: "finished" says so
             "trained": {"finished": finished,
                         **{k: (info["done"] or {}).get(k) for k in ("wall_time_s", "cpu_time_s", "threads", "device",

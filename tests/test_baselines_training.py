@@ -121,6 +121,22 @@ def test_training_is_deterministic(generated, tmp_path):
     train(config.replace(seed=5), generated("square"), tmp_path / "c", options=QUIET)
     c = _weights(tmp_path / "c")
     assert not all(np.array_equal(a[k], c[k]) for k in a)
+    # the weights' digest: over the tensors alone, equal for equal weights, in the encoder's provenance
+    from safetensors.torch import load_file, save_file
+
+    from factorbench.baselines.checkpoint import tensors_sha256, weights_sha256
+    from factorbench.baselines.runs import load_run
+
+    digests = [weights_sha256(tmp_path / name / "weights.safetensors") for name in "abc"]
+    assert digests[0] == digests[1] != digests[2] and len(digests[0]) == 64
+    tensors = load_file(str(tmp_path / "a" / "weights.safetensors"))
+    save_file(dict(reversed(list(tensors.items()))), str(tmp_path / "other.safetensors"), metadata={"x": "y"})
+    assert weights_sha256(tmp_path / "other.safetensors") == digests[0]  # another header, the same tensors
+    name = next(iter(tensors))
+    tensors[name] = tensors[name].clone()
+    tensors[name].view(-1)[0] += 1e-3
+    assert tensors_sha256(tensors) != digests[0]
+    assert load_run(tmp_path / "a").provenance["weights_sha256"] == digests[0]
 
 
 def test_run_directory_rules(generated, tmp_path):
