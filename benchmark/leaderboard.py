@@ -8,7 +8,10 @@ without it):
 - ``index.html``: every protocol with its dataset, headline metric and best row (oracle, baselines and rows
   flagged uninformative do not compete, :mod:`factorbench.benchmark.kinds`);
 - ``<protocol>/index.html``: the score table (mean ± sample std over seeds, the headline first, best
-  first), the protocol's hash, citation and full definition, and how to cite a number;
+  first; dependence settings as grouped headers, short metric names linked to ``metrics.html``; a table of
+  more than :data:`COMPACT_OVER` columns opens in a headline view, every column one click away), the
+  protocol's hash, citation and full definition, and how to cite a number;
+- ``metrics.html``: METRICS.md, one anchored section per metric family;
 - ``<protocol>/<model>.html``: every run of the model (seed by seed), its provenance (model config and
   its hash, plan and plan hash, training data hashes, budget, device, wall time, the hashes of the data
   the evaluation read) and the plots ``evaluate --plots`` draws, for its first run.
@@ -49,31 +52,55 @@ table { border-collapse: collapse; margin: 1em 0; font-size: 0.92em; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; vertical-align: top; }
 th { background: #f2f2f2; cursor: pointer; }
 td.name, th.name { text-align: left; }
+.table-wrap { overflow-x: auto; max-width: 100%; }
+.table-wrap table { margin: 0; }
+#scores td, #scores th, #runs td, #runs th, #protocols td { white-space: nowrap; }
+code { overflow-wrap: anywhere; }
+#scores tbody td:first-child, #runs tbody td:first-child, #scores thead tr:first-child th:first-child,
+#runs thead tr:first-child th:first-child { position: sticky; left: 0; z-index: 1; background: #fff; }
+#scores thead tr:first-child th:first-child, #runs thead tr:first-child th:first-child { background: #f2f2f2; }
+th.group { text-align: center; cursor: default; }
+th[aria-sort="ascending"]::after { content: " ▲"; }
+th[aria-sort="descending"]::after { content: " ▼"; }
+th a { color: inherit; }
+table.compact .extra { display: none; }
+@media (max-width: 600px) { body { margin: 1em auto; padding: 0 0.5em; } table { font-size: 0.85em; } }
 td.headline { font-weight: bold; }
 code, pre { font-size: 0.9em; }
 pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; }
+pre.text { white-space: pre-wrap; font-family: inherit; font-size: 0.95em; }
 .note { color: #555; font-size: 0.9em; }
-img { max-width: 32em; margin: 0.5em; border: 1px solid #ddd; }
+img { max-width: min(32em, 100%); margin: 0.5em; border: 1px solid #ddd; }
 .kind { color: #555; }
 .flag { color: #a40; font-weight: bold; }
 .added { color: #06c; font-weight: bold; }
 """
 
-#: sorts a table by the clicked column (numbers by their data-value); the page reads the same without it
+#: sorts a table by a header (click, Enter or Space; numbers by their data-value), first in the column's
+#: better direction (data-better), then the other way; toggles the compact view and the kind filter. The
+#: pages read the same without it.
 _SORT_JS = """
-document.querySelectorAll("table.sortable th").forEach(function (th, col) {
-  th.addEventListener("click", function () {
-    var body = th.closest("table").tBodies[0];
+document.querySelectorAll("table.sortable th[data-col]").forEach(function (th) {
+  var col = parseInt(th.getAttribute("data-col"), 10);
+  function sort() {
+    var table = th.closest("table"), body = table.tBodies[0];
     var rows = Array.prototype.slice.call(body.rows);
-    var up = th.getAttribute("data-order") !== "asc";
+    var first = th.getAttribute("data-better") === "higher" ? "descending" : "ascending";
+    var now = th.getAttribute("aria-sort");
+    var order = (now === first) ? (first === "ascending" ? "descending" : "ascending") : first;
     rows.sort(function (a, b) {
       var x = a.cells[col].getAttribute("data-value"), y = b.cells[col].getAttribute("data-value");
       var nx = parseFloat(x), ny = parseFloat(y);
       var c = (isNaN(nx) || isNaN(ny)) ? String(x).localeCompare(String(y)) : nx - ny;
-      return up ? c : -c;
+      return order === "ascending" ? c : -c;
     });
-    th.setAttribute("data-order", up ? "asc" : "desc");
+    table.querySelectorAll("th[aria-sort]").forEach(function (o) { o.setAttribute("aria-sort", "none"); });
+    th.setAttribute("aria-sort", order);
     rows.forEach(function (r) { body.appendChild(r); });
+  }
+  th.addEventListener("click", function (event) { if (event.target.tagName !== "A") { sort(); } });
+  th.addEventListener("keydown", function (event) {
+    if (event.key === "Enter" || event.key === " ") { event.preventDefault(); sort(); }
   });
 });
 var kindFilter = document.getElementById("kind-filter");
@@ -84,7 +111,67 @@ if (kindFilter) {
     });
   });
 }
+var allColumns = document.getElementById("all-columns");
+if (allColumns) {
+  allColumns.addEventListener("change", function () {
+    document.getElementById("scores").classList.toggle("compact", !allColumns.checked);
+  });
+}
 """
+
+#: (metric, field) -> short column name; the header's title gives the full key
+_SHORT = {("dci", "disentanglement"): "D", ("dci", "completeness"): "C", ("dci", "informativeness"): "I",
+          ("minimality_sufficiency", "minimality"): "min", ("minimality_sufficiency", "sufficiency"): "suff",
+          ("mig", "score"): "MIG", ("sap", "score"): "SAP", ("modularity", "score"): "mod",
+          ("explicitness", "score"): "expl", ("irs", "score"): "IRS", ("downstream", "score"): "acc",
+          ("d_lsbd", "score"): "D_LSBD", ("d_lsbd", "sum"): "D_LSBD sum", ("beta_vae", "score"): "BetaVAE",
+          ("factor_vae", "score"): "FactorVAE"}
+#: metric -> the heading of its definition in METRICS.md (the site's metrics.html)
+_DEFINED_IN = {"dci": "dci", "mig": "mig", "sap": "sap", "modularity": "modularity-and-explicitness",
+               "explicitness": "modularity-and-explicitness", "beta_vae": "betavae-and-factorvae-scores",
+               "factor_vae": "betavae-and-factorvae-scores", "irs": "irs", "do_tran": "do-tran-s-information-metrics",
+               "minimality_sufficiency": "minimality-and-sufficiency", "d_lsbd": "d-lsbd",
+               "downstream": "single-code-downstream-accuracy", "beta_vae_score": "betavae-and-factorvae-scores",
+               "factor_vae_score": "betavae-and-factorvae-scores",
+               "single_code_accuracy": "single-code-downstream-accuracy"}
+#: a score table with more columns than this opens in its compact view (the headline and the first group)
+COMPACT_OVER = 10
+
+
+def _column(protocol: Protocol | None, key: str) -> tuple[str, str, str]:
+    """(group, short name, metric) of a score column ``label.field``: the group is the dependence setting a
+    label starts with (``double-0.1`` of ``double-0.1.mig``), '' for a label that is its metric's own."""
+    label, _, name = key.rpartition(".")
+    call = next((c for c in protocol.metrics if c.label == label), None) if protocol is not None else None
+    metric = call.metric if call is not None else label
+    group, base = "", label
+    for candidate in (metric, label.rsplit(".", 1)[-1]):
+        if label.endswith("." + candidate):
+            group, base = label[:-len(candidate) - 1], candidate
+            break
+    short = _SHORT.get((metric, name)) or _SHORT.get((base, name))
+    if short is None:
+        short = name if base == metric else f"{base} {name}"
+    elif base.startswith("dci_"):
+        short = f"{base[len('dci_'):]} {short}"
+    return group, short, metric
+
+
+def _slug(heading: str) -> str:
+    """A METRICS.md heading's anchor: the words before its ':' or '(', lower case, joined by '-'."""
+    words = heading.split(":")[0].split("(")[0]
+    return "-".join("".join(c if c.isalnum() else " " for c in words.lower()).split())
+
+
+def _metrics_page() -> str:
+    """METRICS.md as a page of the site: one section per heading (anchored as :data:`_DEFINED_IN` links),
+    its text as written."""
+    text = (Path(__file__).with_name("METRICS.md")).read_text()
+    parts = []
+    for block in ("\n" + text).split("\n## ")[1:]:
+        heading, _, body = block.partition("\n")
+        parts.append(f'<h2 id="{_e(_slug(heading))}">{_e(heading)}</h2><pre class="text">{_e(body.strip())}</pre>')
+    return _page("Metrics: definitions and sources", "".join(parts), "")
 
 
 def _e(value: Any) -> str:
@@ -120,14 +207,54 @@ def _cite(protocol: Protocol, version: str) -> str:
             f"(protocol {protocol.hash()[:12]}), factorbench {_e(version)}</code>.</p>")
 
 
-def _score_table(table: ScoresTable) -> str:
-    heads = "".join(f'<th title="{_e(d)} is better">{_e(k)} {_arrow(d)}</th>'
-                    for k, d in zip(table.columns, table.directions))
+def _headers(protocol: Protocol | None, columns: Sequence[str], directions: Sequence[str], first: int,
+             compact: set[str]) -> tuple[str, str]:
+    """(group row or '', header cells) of score columns starting at table column ``first``: short names
+    linked to their definition, the full key and direction as a tooltip, sortable by keyboard."""
+    parts = [_column(protocol, k) for k in columns]
+    cells = []
+    for i, (key, better, (group, short, metric)) in enumerate(zip(columns, directions, parts)):
+        anchor = _DEFINED_IN.get(metric)
+        name = (f'<a href="../metrics.html#{anchor}">{_e(short)}</a>' if anchor else _e(short))
+        extra = "" if key in compact else ' class="extra"'
+        cells.append(f'<th{extra} data-col="{first + i}" data-better="{better}" tabindex="0" aria-sort="none" '
+                     f'title="{_e(key)}: {better} is better">{name} {_arrow(better)}</th>')
+    groups = [g for g, _, _ in parts]
+    if not any(groups):
+        return "", "".join(cells)
+    spans: list[tuple[str, int, bool]] = []
+    for key, g in zip(columns, groups):
+        shown = key in compact
+        if spans and spans[-1][0] == g and spans[-1][2] == shown:
+            spans[-1] = (g, spans[-1][1] + 1, shown)
+        else:
+            spans.append((g, 1, shown))
+    row = "".join(f'<th class="group{"" if shown else " extra"}" colspan="{n}" scope="colgroup">{_e(g or "")}</th>'
+                  for g, n, shown in spans)
+    return row, "".join(cells)
+
+
+def _compact_columns(protocol: Protocol | None, table: ScoresTable) -> set[str]:
+    """The columns of the compact view: every column of a small table; else the headline and the columns of
+    the first group (the independent setting), or the first few columns of a table without groups."""
+    columns = list(table.columns)
+    if len(columns) <= COMPACT_OVER:
+        return set(columns)
+    groups = [_column(protocol, k)[0] for k in columns]
+    first = next((g for g in groups if g), "")
+    keep = {k for k, g in zip(columns, groups) if g == first} if first else set(columns[:COMPACT_OVER])
+    return keep | {table.headline}
+
+
+def _score_table(table: ScoresTable, protocol: Protocol | None = None) -> str:
+    compact = _compact_columns(protocol, table)
+    group_row, heads = _headers(protocol, table.columns, table.directions, 3, compact)
     kinds, flagged = dict(table.kinds), dict(table.uninformative)
     rows = []
     for model, runs, cells, same in table.rows:
         mark = "" if same else " *"
-        tds = "".join(f'<td data-value="{m!r}"{" class=headline" if k == table.headline else ""}>{_e(_cell(m, s))}</td>'
+        tds = "".join(f'<td data-value="{m!r}" class="{"headline" if k == table.headline else ""}'
+                      f'{"" if k in compact else " extra"}">{_e(_cell(m, s))}</td>'
                       for k, (m, s) in zip(table.columns, cells))
         kind = kinds.get(model, "")
         flag = (f' <span class="flag" title="{_e(flagged[model])}">⚠ uninformative</span>' if model in flagged else "")
@@ -141,9 +268,20 @@ def _score_table(table: ScoresTable) -> str:
     present = [k for k in KINDS if k in kinds.values()]
     options = "".join(f'<option value="{_e(k)}">{_e(k)}</option>' for k in present)
     chooser = (f'<p><label>Show <select id="kind-filter"><option value="">every kind</option>{options}</select>'
-               "</label></p>")
-    return (chooser + f'<table class="sortable" id="scores"><thead><tr><th class="name">model</th><th>runs</th>'
-            f'<th class="name">kind</th>{heads}</tr></thead>\n<tbody>\n' + "\n".join(rows) + "\n</tbody></table>")
+               "</label>")
+    small = len(compact) == len(table.columns)
+    if not small:
+        chooser += (f' <label><input type="checkbox" id="all-columns"> every column ({len(table.columns)}; the '
+                    f"headline view shows {len(compact)})</label>")
+    chooser += "</p>"
+    lead = ('<th class="name" rowspan="2">model</th><th rowspan="2">runs</th><th class="name" rowspan="2">kind</th>'
+            if group_row else "")
+    head_rows = (f"<tr>{lead}{group_row}</tr><tr>{heads}</tr>" if group_row else
+                 '<tr><th class="name" data-col="0" data-better="none" tabindex="0" aria-sort="none">model</th>'
+                 '<th data-col="1" data-better="higher" tabindex="0" aria-sort="none">runs</th>'
+                 f'<th class="name" data-col="2" data-better="none" tabindex="0" aria-sort="none">kind</th>{heads}</tr>')
+    return (chooser + f'<div class="table-wrap"><table class="sortable{"" if small else " compact"}" id="scores">'
+            f'<thead>{head_rows}</thead>\n<tbody>\n' + "\n".join(rows) + "\n</tbody></table></div>")
 
 
 def _notes(table: ScoresTable) -> str:
@@ -160,7 +298,7 @@ def _protocol_page(protocol: Protocol, table: ScoresTable, version: str) -> str:
     body = (f"<p>{_e(protocol.description)}</p>"
             + (f"<p>Source: {_e(protocol.citation)}</p>" if protocol.citation else "")
             + f"<p>Protocol hash: <code>{protocol.hash()}</code></p>"
-            + (_score_table(table) + _notes(table) if table.rows else "<p>No results yet.</p>")
+            + (_score_table(table, protocol) + _notes(table) if table.rows else "<p>No results yet.</p>")
             + _cite(protocol, version)
             + f"<details><summary>Definition (the JSON the hash is taken of)</summary><pre>{_e(definition)}</pre>"
               "</details>")
@@ -228,15 +366,18 @@ def _run_label(run: EvaluationResult, i: int) -> str:
 def _model_page(protocol: Protocol, model: str, runs: Sequence[EvaluationResult], table: ScoresTable,
                 plots: Sequence[str]) -> str:
     keys = list(table.columns)
-    heads = "".join(f"<th>{_e(k)} {_arrow(d)}</th>" for k, d in zip(keys, table.directions))
+    group_row, heads = _headers(protocol, keys, table.directions, 1, set(keys))
     rows = []
     for i, run in enumerate(runs):
         values = run.scalars()
         tds = "".join(f'<td data-value="{values.get(k, float("nan"))!r}">{_e(_cell(values.get(k, float("nan")), None))}'
                       "</td>" for k in keys)
         rows.append(f'<tr><td class="name" data-value="{i}">{_e(_run_label(run, i))}</td>{tds}</tr>')
-    per_run = (f'<table class="sortable" id="runs"><thead><tr><th class="name">run</th>{heads}</tr></thead>\n'
-               "<tbody>\n" + "\n".join(rows) + "\n</tbody></table>")
+    head_rows = (f'<tr><th class="name" rowspan="2">run</th>{group_row}</tr><tr>{heads}</tr>' if group_row else
+                 f'<tr><th class="name" data-col="0" data-better="none" tabindex="0" aria-sort="none">run</th>{heads}'
+                 "</tr>")
+    per_run = (f'<div class="table-wrap"><table class="sortable" id="runs"><thead>{head_rows}</thead>\n'
+               "<tbody>\n" + "\n".join(rows) + "\n</tbody></table></div>")
     provenance = []
     for i, run in enumerate(runs):
         cells = "".join(f'<tr><td class="name">{_e(k)}</td><td class="name"><code>{_e(v)}</code></td></tr>'
@@ -264,9 +405,12 @@ def _index_page(entries: Sequence[tuple[Protocol, ScoresTable]], version: str) -
     body = (f"<p>Reference scores of factorbench {_e(version)}: every embedded protocol, each model's mean ± "
             "sample standard deviation over seeds, each number traceable to its training config, plan and data "
             "hashes.</p>"
-            '<table class="sortable" id="protocols"><thead><tr><th class="name">protocol</th><th class="name">dataset'
-            '</th><th class="name">headline</th><th>models</th><th class="name">best</th></tr></thead>\n<tbody>\n'
-            + "\n".join(rows) + "\n</tbody></table>")
+            '<div class="table-wrap"><table class="sortable" id="protocols"><thead><tr>'
+            + "".join(f'<th class="name" data-col="{i}" data-better="{b}" tabindex="0" aria-sort="none">{h}</th>'
+                      for i, (h, b) in enumerate([("protocol", "none"), ("dataset", "none"), ("headline", "none"),
+                                                  ("models", "higher"), ("best", "none")]))
+            + '</tr></thead>\n<tbody>\n' + "\n".join(rows) + "\n</tbody></table></div>"
+            + '<p class="note"><a href="metrics.html">How each metric is defined, and its source</a></p>')
     return _page("factorbench reference scores", body, "")
 
 
@@ -343,6 +487,7 @@ def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *
     try:
         (staging / MARKER).write_text("a site written by `factorbench leaderboard`; --force replaces it\n")
         (staging / "index.html").write_text(_index_page([(p, t) for p, t, _ in built], version))
+        (staging / "metrics.html").write_text(_metrics_page())
         steps = progress(built) if progress is not None else built
         for protocol, table, results in steps:
             folder = staging / protocol.name

@@ -576,6 +576,10 @@ def scores_table(protocol: str | Protocol, directory: str | os.PathLike | None =
     return _table_of(protocol, *_reference_results(protocol, directory, add), columns)
 
 
+#: fields shown in their definition's order within a metric (others keep theirs, after these)
+_FIELD_ORDER = {"disentanglement": 0, "completeness": 1, "informativeness": 2, "minimality": 3, "sufficiency": 4}
+
+
 def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], unchecked: list[str],
               columns: str | None = None) -> ScoresTable:
     """The score table of validated ``results`` (see :func:`scores_table`)."""
@@ -585,7 +589,9 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
         for key in runs[0].scalars():
             if key not in keys:
                 keys.append(key)
-    keys.sort(key=lambda k: labels.index(k.rpartition(".")[0]) if k.rpartition(".")[0] in labels else len(labels))
+    # the protocol's metric order, and within a metric its fields in their definition's order (D, C, I)
+    keys.sort(key=lambda k: (labels.index(k.rpartition(".")[0]) if k.rpartition(".")[0] in labels else len(labels),
+                             _FIELD_ORDER.get(k.rpartition(".")[2], len(_FIELD_ORDER))))
     head = protocol.headline.key
     from .kinds import row_kind, uninformative_rows
 

@@ -201,10 +201,14 @@ def test_pages_load_in_a_headless_browser_without_errors(site):
         table = scores_table("square-lsbd-v1")
         shown = [r.find_element(By.CSS_SELECTOR, "td").text for r in browser.find_elements(By.CSS_SELECTOR, "#scores tbody tr")]
         assert shown == [row[0] for row in table.rows]  # best first
-        # clicking the headline column sorts ascending, a second click descending
+        # the headline column (D_LSBD, lower is better) sorts ascending first, then descending (its name is a
+        # link to the metric's definition: Enter on the header sorts, as a click beside the name does)
+        from selenium.webdriver.common.keys import Keys
+
         header = browser.find_elements(By.CSS_SELECTOR, "#scores th")[3]
-        header.click()
-        header.click()
+        header.send_keys(Keys.ENTER)
+        assert header.get_attribute("aria-sort") == "ascending"
+        header.send_keys(Keys.ENTER)
         resorted = [r.find_element(By.CSS_SELECTOR, "td").text for r in browser.find_elements(By.CSS_SELECTOR, "#scores tbody tr")]
         assert resorted == list(reversed(shown))
         # the kind filter shows the rows of one kind only
@@ -239,3 +243,53 @@ def test_added_results_are_shown_beside_the_reference_rows_and_marked(tmp_path, 
     assert row[2].startswith("external") and "yours" in row[2]
     assert cli(["leaderboard", "--out", str(tmp_path / "other"), "--add", str(tmp_path / "none.json")]) == 2
     assert "--add" in capsys.readouterr().err
+
+
+def test_wide_tables_fit_a_desktop_and_a_phone(tmp_path):
+    """The dependent-factor table (21 score columns in three settings): a headline view that fits 1,400 px,
+    grouped headers, short names linked to their definition, a model column that stays put when the table
+    scrolls at 400 px (the page itself never scrolls sideways), every column one click away, and sorting
+    from the keyboard that starts in the column's better direction."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    site = build_site(tmp_path / "site", ["square-dependent-v1"], plots=False)
+    page = site / "square-dependent-v1" / "index.html"
+    assert _table(page, "scores")[0][:4] == ["model", "runs", "kind", "independent"]  # the group row
+    browser = _browser()
+    try:
+        browser.set_window_size(1400, 900)
+        browser.get(page.as_uri())
+        width = browser.execute_script("return document.getElementById('scores').offsetWidth")
+        assert width <= 1400 - 40
+        visible = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#scores th[data-col]") if th.is_displayed()]
+        assert visible == ["suff ↑", "min ↑", "MIG ↑", "SAP ↑", "mod ↑", "IRS ↑", "acc ↑"]
+        link = browser.find_element(By.LINK_TEXT, "suff")
+        assert link.get_attribute("href").endswith("/metrics.html#minimality-and-sufficiency")
+        browser.find_element(By.ID, "all-columns").click()
+        shown = [th for th in browser.find_elements(By.CSS_SELECTOR, "#scores th[data-col]") if th.is_displayed()]
+        assert len(shown) == 21 and [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#scores th.group")] \
+            == ["independent", "single", "confounded"]
+        # keyboard sorting, the better direction first: min is higher-better, so descending, then ascending
+        header = shown[1]
+        header.send_keys(Keys.ENTER)
+        assert header.get_attribute("aria-sort") == "descending"
+        values = [float(td.get_attribute("data-value")) for td in
+                  browser.find_elements(By.CSS_SELECTOR, "#scores tbody tr td:nth-child(5)")]
+        assert values == sorted(values, reverse=True)
+        header.send_keys(Keys.SPACE)
+        assert header.get_attribute("aria-sort") == "ascending"
+        # a phone: the page does not scroll sideways, the table does, and the model column stays in view
+        browser.set_window_size(400, 800)
+        browser.get(page.as_uri())
+        assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+        left = browser.execute_script("return document.querySelector('#scores tbody td').getBoundingClientRect().left")
+        browser.execute_script("document.querySelector('.table-wrap').scrollLeft = 400")
+        assert browser.execute_script("return document.querySelector('.table-wrap').scrollLeft") > 0
+        assert abs(browser.execute_script(
+            "return document.querySelector('#scores tbody td').getBoundingClientRect().left") - left) < 1
+        browser.get((site / "metrics.html").as_uri())
+        assert browser.find_element(By.ID, "minimality-and-sufficiency").is_displayed()
+        assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+    finally:
+        browser.quit()
