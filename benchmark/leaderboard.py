@@ -70,7 +70,9 @@ code, pre { font-size: 0.9em; }
 pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; }
 pre.text { white-space: pre-wrap; font-family: inherit; font-size: 0.95em; }
 .note { color: #555; font-size: 0.9em; }
-img { max-width: min(32em, 100%); margin: 0.5em; border: 1px solid #ddd; }
+img { max-width: min(32em, 100%); border: 1px solid #ddd; }
+figure { display: inline-block; margin: 0.5em; vertical-align: top; }
+figcaption { color: #555; font-size: 0.9em; }
 .kind { color: #555; }
 .flag { color: #a40; font-weight: bold; }
 .added { color: #06c; font-weight: bold; }
@@ -358,6 +360,11 @@ def _settings_and_command(model: str, runs: Sequence[EvaluationResult]) -> str:
     return out
 
 
+def _caption(path: str) -> str:
+    """A plot's caption from its file name (``plots/vae/d_lsbd_projections.png``: d lsbd projections)."""
+    return Path(path).stem.replace("_", " ").replace("-", " ")
+
+
 def _run_label(run: EvaluationResult, i: int) -> str:
     sweep = (run.training or {}).get("sweep") or {}
     return f"seed {sweep['seed']}" if "seed" in sweep else f"run {i + 1}"
@@ -383,7 +390,8 @@ def _model_page(protocol: Protocol, model: str, runs: Sequence[EvaluationResult]
         cells = "".join(f'<tr><td class="name">{_e(k)}</td><td class="name"><code>{_e(v)}</code></td></tr>'
                         for k, v in _provenance(run))
         provenance.append(f"<h3>{_e(_run_label(run, i))}</h3><table class=\"provenance\">{cells}</table>")
-    images = "".join(f'<img src="{_e(p)}" alt="{_e(p)}">' for p in plots)
+    images = "".join(f'<figure><a href="{_e(p)}"><img src="{_e(p)}" alt="{_e(_caption(p))}"></a>'
+                     f"<figcaption>{_e(_caption(p))} (click to enlarge)</figcaption></figure>" for p in plots)
     body = (f'<p>Protocol <a href="index.html">{_e(protocol.name)}</a> (hash <code>{protocol.hash()[:12]}</code>), '
             f"{len(runs)} run{'s' if len(runs) != 1 else ''}; kind: {_e(dict(table.kinds).get(model, ''))}.</p>"
             + _settings_and_command(model, runs) + f"<h2>Runs</h2>{per_run}"
@@ -485,6 +493,7 @@ def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *
         built.append((protocol, table, results))
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.resolve().parent))
     try:
+        staging.chmod(0o755)  # mkdtemp makes it private; a web server must read the site
         (staging / MARKER).write_text("a site written by `factorbench leaderboard`; --force replaces it\n")
         (staging / "index.html").write_text(_index_page([(p, t) for p, t, _ in built], version))
         (staging / "metrics.html").write_text(_metrics_page())

@@ -723,24 +723,49 @@ def format_table(table: ScoresTable, fmt: str = "md") -> str:
             writer.writerow(flat)
         return buf.getvalue()
     if fmt == "latex":
-        def tex(text: str) -> str:
-            return text.replace("_", r"\_").replace("#", r"\#").replace("%", r"\%").replace("&", r"\&")
+        specials = {"\\": r"\textbackslash{}", "_": r"\_", "#": r"\#", "%": r"\%", "&": r"\&", "$": r"\$",
+                    "{": r"\{", "}": r"\}", "^": r"\^{}", "~": r"\~{}"}
 
-        def tcell(mean: float, std: float | None) -> str:
+        def tex(text: str) -> str:
+            return "".join(specials.get(c, c) for c in text)
+
+        # the best mean of each column among the rows that compete (not oracle, baseline or uninformative), bold
+        from .kinds import RANKED_KINDS
+
+        kinds, flagged = dict(table.kinds), dict(table.uninformative)
+        competing = [r for r in table.rows if kinds.get(r[0]) in RANKED_KINDS and r[0] not in flagged]
+        best = []
+        for i, better in enumerate(table.directions):
+            means = [r[2][i][0] for r in competing if not math.isnan(r[2][i][0])]
+            best.append((max(means) if better == "higher" else min(means)) if means else None)
+
+        def tcell(mean: float, std: float | None, i: int, model: str) -> str:
             if math.isnan(mean):
                 return "n/a"
-            return f"{mean:.3f}" if std is None else f"{mean:.3f} $\\pm$ {std:.3f}"
+            text = f"{mean:.3f}" if std is None else f"{mean:.3f} $\\pm$ {std:.3f}"
+            top = best[i] is not None and round(mean, 3) == round(best[i], 3) and model in {r[0] for r in competing}
+            return f"\\textbf{{{text}}}" if top else text
 
+        from .leaderboard import _column
+
+        proto = PROTOCOLS.get(table.protocol)
+        names = []
+        for key in table.columns:
+            group, short, _ = _column(proto, key)
+            names.append(f"{group}: {short}" if group else short)
         arrows = {"higher": r"$\uparrow$", "lower": r"$\downarrow$"}
-        lines = [r"\begin{tabular}{l r l " + "r " * len(table.columns) + "}", r"\toprule",
+        lines = [r"% needs \usepackage{booktabs}; bold: the best mean of each column among the rows that compete",
+                 r"\begin{tabular}{l r l " + "r " * len(table.columns) + "}", r"\toprule",
                  " & ".join(["model", "runs", "kind",
-                             *(f"{tex(k)} {arrows[d]}" for k, d in zip(table.columns, table.directions))])
+                             *(f"{tex(n)} {arrows[d]}" for n, d in zip(names, table.directions))])
                  + r" \\", r"\midrule"]
         for row in table.rows:
             lines.append(" & ".join([tex(row[0]) + ("" if row[3] else r"$^{*}$"), table.runs_cell(row[0], row[1]),
-                                     table.kind_cell(row[0]).replace(" ⚠", r" $^{\dagger}$"),
-                                     *(tcell(m, s) for m, s in row[2])]) + r" \\")
+                                     tex(table.kind_cell(row[0]).replace(" ⚠", "")) + (r" $^{\dagger}$" if " ⚠"
+                                                                                         in table.kind_cell(row[0]) else ""),
+                                     *(tcell(m, s, i, row[0]) for i, (m, s) in enumerate(row[2]))]) + r" \\")
         lines += [r"\bottomrule", r"\end{tabular}"]
+        lines += ["% columns: " + "; ".join(f"{tex(n)} = {tex(k)}" for n, k in zip(names, table.columns))]
         lines += ["% " + tex(note).replace("↑", r"$\uparrow$").replace("↓", r"$\downarrow$").replace("±", r"$\pm$")
                   for note in notes]
         return "\n".join(lines)

@@ -96,6 +96,13 @@ def test_model_pages_hold_every_run_its_provenance_and_plots(site):
                         "square-lsbd-v1.modularity.png"]
     for name in pictures:
         assert f'src="plots/pca/{name}"' in text
+    # a web server (another user) can read the site; each figure has a caption and links to itself
+    import stat
+
+    assert stat.S_IMODE(site.stat().st_mode) & 0o005 == 0o005
+    page = (site / "square-lsbd-v1" / "pca.html").read_text()
+    assert "<figcaption>" in page and page.count("<figure>") == page.count("<img ")
+
 
 
 def test_a_trained_model_page_names_its_config_plan_and_seed(tmp_path):

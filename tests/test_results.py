@@ -73,9 +73,14 @@ def test_table_shows_the_headline_first_and_keeps_the_protocols_order(folder, ca
     assert code == 0 and header.startswith("| model | runs | kind | dci.informativeness ↓ (headline) | mig.score ↑ |")
     assert "headline: dci.informativeness (lower is better)" in out
     code, out, _ = _scores(capsys, TABLE.name, "--dir", str(folder), "--format", "latex")
-    assert code == 0 and out.startswith(r"\begin{tabular}{l r l r r r r }")
-    assert r"dci.informativeness $\downarrow$ & mig.score $\uparrow$" in out
-    assert r"\midrule" in out and out.rstrip().splitlines()[-2] == r"\end{tabular}"
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith(r"% needs \usepackage{booktabs}") and \
+        lines[1] == r"\begin{tabular}{l r l r r r r }"
+    # human column names (the full keys in a comment below), escaped, the direction beside each
+    assert r"I $\downarrow$ & MIG $\uparrow$" in out and r"% columns: I = dci.informativeness; MIG = mig.score" in out
+    assert r"\midrule" in out and r"\end{tabular}" in lines
+    # no trained row competes here (oracle and baselines only): nothing is bold
+    assert r"\textbf" not in out
 
 
 def test_an_edited_value_is_refused(folder, capsys):
@@ -266,3 +271,17 @@ def test_a_rerun_of_a_reference_encoder_says_whether_it_reproduces_the_shipped_r
     assert "differs from the shipped pca row of square-table-v1: mig.score by 0.01" in line
     assert f"numpy {results['pca'].environment['numpy']} -> 9.9" in line
     assert compare_with_shipped(dataclasses.replace(ours, model="my-vae")) is None
+
+
+def test_latex_bolds_each_columns_best_competing_mean_and_escapes_names():
+    import dataclasses
+
+    from factorbench.benchmark.results import format_table, scores_table
+
+    table = scores_table("square-lsbd-v1")
+    lines = format_table(table, "latex").splitlines()
+    row = next(line for line in lines if line.startswith("lsbd-vae-1024 &"))
+    assert row.split(" & ")[3] == r"\textbf{0.000 $\pm$ 0.000}"  # D_LSBD, lower is better
+    assert r"\textbf" not in next(line for line in lines if line.startswith("ideal &"))  # the oracle never competes
+    odd = dataclasses.replace(table, rows=((r"a_b&c%{x}^~\y",) + table.rows[0][1:],) + table.rows[1:])
+    assert r"a\_b\&c\%\{x\}\^{}\~{}\textbackslash{}y &" in format_table(odd, "latex")
