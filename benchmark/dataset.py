@@ -244,12 +244,14 @@ class Dataset(_Table):
             "splits": {name: int(self._h5()["splits"][name].shape[0]) for name in self.split_names},
         }
 
-    def to_torch(self, split: str | None = None, transform: Callable[[np.ndarray], Any] | None = None):
+    def to_torch(self, split: str | None = None, transform: Callable[[np.ndarray], Any] | None = None,
+                 target_transform: Callable[[Any], Any] | None = None, target: str = "factors"):
         """A ``torch.utils.data.Dataset`` of (image: float32 tensor (C, H, W) in [0, 1], or ``transform`` of the
-        uint8 (H, W, C) array; factors: float32 tensor (K,) of factor values), read a batch at a time by a
+        uint8 (H, W, C) array; target: float32 tensor (K,) of factor values, or with ``target="classes"`` an
+        int64 tensor (K,) of their grid classes, or ``target_transform`` of it), read a batch at a time by a
         ``DataLoader``."""
         view = self.split(split) if split else self.subset(slice(None))
-        return view.to_torch(transform)
+        return view.to_torch(transform, target_transform, target)
 
 
 class Subset(_Table):
@@ -280,10 +282,11 @@ class Subset(_Table):
         c = self.dataset.factor_classes
         return None if c is None else c[self.indices]
 
-    def to_torch(self, transform: Callable[[np.ndarray], Any] | None = None):
+    def to_torch(self, transform: Callable[[np.ndarray], Any] | None = None,
+                 target_transform: Callable[[Any], Any] | None = None, target: str = "factors"):
         from ._torch import TorchDataset  # torch is optional: import it only here
 
-        return TorchDataset(self.dataset, self.indices, transform)
+        return TorchDataset(self.dataset, self.indices, transform, target_transform, target)
 
 
 def load(path: str | os.PathLike) -> Dataset:

@@ -88,6 +88,28 @@ def test_to_torch(square):
         assert torch.equal(xb, torch.from_numpy(full[rows[:100]].transpose(0, 3, 1, 2)).float() / 255)
 
 
+def test_to_torch_targets_classes_and_transforms(square, toy, tmp_path):
+    torch = pytest.importorskip("torch")
+    from factorbench.generators import write_dataset
+
+    ds, full = square
+    tds = ds.to_torch(split="train", target="classes", target_transform=lambda y: y[0],
+                      transform=lambda image: image.shape)
+    rows = ds.split_indices("train")
+    x, y = tds[3]
+    assert x == (64, 64, 3) and y.dtype == torch.int64 and int(y) == int(ds.factor_classes[rows[3], 0])
+    loader = torch.utils.data.DataLoader(ds.to_torch(target="classes"), batch_size=64)
+    _, yb = next(iter(loader))
+    assert yb.dtype == torch.int64 and np.array_equal(yb.numpy(), ds.factor_classes[:64])
+    with pytest.raises(FactorbenchError, match="choose one of factors, classes"):
+        ds.to_torch(target="labels")
+    path = write_dataset(toy, tmp_path / "toy.h5", n=50, progress=False)  # sampled i.i.d.: no grid classes
+    with load(path) as iid:
+        assert iid.factor_classes is None
+        with pytest.raises(FactorbenchError, match="has no factor classes"):
+            iid.to_torch(target="classes")
+
+
 def test_strided_and_reversed_slices(square):
     ds, full = square
     assert np.array_equal(ds.images[::-1][:5], full[::-1][:5])
