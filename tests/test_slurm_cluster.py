@@ -42,7 +42,7 @@ name = "slurm-test"
 description = "a scancel, a preemption and a time limit on tiny VAEs"
 
 [budget]
-steps = 1000
+steps = 2000
 seeds = [0, 1]
 
 [datasets.square]
@@ -127,7 +127,7 @@ def test_scancel_preemption_and_time_limit_end_done_once_and_equal_the_local_eng
              "--slurm", "max_num_timeout=20", env=env)
         assert len(read_submissions(sweep)) == 2
         ids = latest_ids(sweep)
-        _wait(lambda: min(status(cancelled).step or 0, status(preempted).step or 0) >= 100, "the short jobs to train")
+        _wait(lambda: min(status(cancelled).step or 0, status(preempted).step or 0) >= 50, "the short jobs to train")
 
         # scancel: SIGTERM, a checkpoint, SLURM's kill: CANCELLED, not requeued; the sweep run again resumes it.
         # At once, preemption by a job of the 'urgent' partition that needs every CPU the long job leaves:
@@ -140,7 +140,7 @@ def test_scancel_preemption_and_time_limit_end_done_once_and_equal_the_local_eng
         _wait(lambda: "CANCELLED" in _sacct(ids[cancelled]), f"{cancelled} to be cancelled")
         _wait(lambda: "PREEMPTED" in _sacct(ids[preempted]), f"{preempted} to be preempted")
         _wait(lambda: status(cancelled).state == "interrupted", f"{cancelled} to record its interruption")
-        assert "CANCELLED" in status(cancelled).slurm and status(cancelled).step >= 100
+        assert "CANCELLED" in status(cancelled).slurm and status(cancelled).step >= 50
         _cli("sweep", plan_file, "--engine", "slurm", "--only", cancelled, "--dir", str(sweep), *FAST, env=env)
         assert len(read_submissions(sweep)) == 3
 
@@ -164,7 +164,9 @@ def test_scancel_preemption_and_time_limit_end_done_once_and_equal_the_local_eng
     history = {job_id: _sacct(slurm_id) for job_id, slurm_id in ids.items()}
     assert history[preempted][0] == "PREEMPTED" and history[preempted][-1] == "COMPLETED", history
     assert history[cancelled] == ["CANCELLED"] and _sacct(latest_ids(sweep)[cancelled]) == ["COMPLETED"], history
-    assert history[timed][-1] == "COMPLETED" and "REQUEUED" in history[timed], history  # requeued at the time limit
+    # requeued at the time limit; a job that finishes as the next warning arrives is killed by it after its work
+    # is done, which SLURM records FAILED: the sweep reads the results, which are complete
+    assert "REQUEUED" in history[timed] and history[timed][-1] in ("COMPLETED", "FAILED"), history
     from safetensors.numpy import load_file
 
     for job_id, job in jobs.items():
