@@ -11,10 +11,7 @@ the table covers every job and cannot drift from the results.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -105,23 +102,14 @@ def update_costs(path: Path, plan_name: str = "reference-v1", check: bool = Fals
     return True
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--file", type=Path, default=Path(__file__).resolve().parent / "BASELINES.md")
-    parser.add_argument("--plan", default="reference-v1")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the table is out of date")
-    parser.add_argument("--reference-dir", type=Path, default=None)
-    args = parser.parse_args(argv)
-    try:
-        changed = update_costs(args.file, args.plan, check=args.check, reference_dir=args.reference_dir)
-    except FactorbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.check and changed:
-        print(f"{args.file}'s cost table is out of date: run python -m factorbench.baselines.costs")
-        return 1
-    print(f"{args.file}: {'updated' if changed else 'up to date'}")
-    return 0
+def main(argv: list[str] | None = None) -> int:
+    from .reproduction import document_main
+
+    return document_main(argv, __doc__.splitlines()[0], Path(__file__).resolve().parent / "BASELINES.md",
+                         "factorbench.baselines.costs",
+                         lambda args: update_costs(args.file, args.plan, check=args.check,
+                                                   reference_dir=args.reference_dir),
+                         lambda parser: parser.add_argument("--plan", default="reference-v1"))
 
 
 if __name__ == "__main__":

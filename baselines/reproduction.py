@@ -17,7 +17,7 @@ import argparse
 import math
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -215,6 +215,17 @@ def _digits(fmt: str, prefix: str) -> int:
     return int(fmt[len(prefix):] or 2)
 
 
+def _mean_std(mean: float, std: float, fmt: str) -> str:
+    """``msN`` "mean ± std", ``mN`` the mean, ``sN`` the std, N decimals (default 2)."""
+    if fmt.startswith("ms"):
+        d = _digits(fmt, "ms")
+        return f"{mean:.{d}f} ± {std:.{d}f}"
+    if fmt[:1] in ("m", "s"):
+        d = _digits(fmt, fmt[0])
+        return f"{(mean if fmt[0] == 'm' else std):.{d}f}"
+    raise ValueError(f"format {fmt!r} is not one of msN, mN, sN, seedsN, n")
+
+
 def render_value(expression: str, sources: _Sources) -> str:
     """One number of the prose, from the shipped results or the published tables (formatted once, from the
     full-precision value: no double rounding):
@@ -237,21 +248,11 @@ def render_value(expression: str, sources: _Sources) -> str:
                 d = _digits(fmt, "seeds")
                 text = [f"{v:.{d}f}" for v in values]
                 return text[0] if len(text) == 1 else ", ".join(text[:-1]) + " and " + text[-1]
-            if fmt.startswith("ms"):
-                d = _digits(fmt, "ms")
-                return f"{mean:.{d}f} ± {std:.{d}f}"
-            if fmt[0] in "ms":
-                d = _digits(fmt, fmt[0])
-                return f"{(mean if fmt[0] == 'm' else std):.{d}f}"
+            return _mean_std(mean, std, fmt)
         elif parts[0] == "paper" and len(parts) == 6:
             _, name, table, model, key, fmt = parts
             mean, std = sources.published(name, table, model, key)
-            if fmt.startswith("ms"):
-                d = _digits(fmt, "ms")
-                return f"{mean:.{d}f} ± {std or 0.0:.{d}f}"
-            if fmt[0] in "ms":
-                d = _digits(fmt, fmt[0])
-                return f"{(mean if fmt[0] == 'm' else std or 0.0):.{d}f}"
+            return _mean_std(mean, std or 0.0, fmt)
         elif parts[0] == "gap" and len(parts) == 6:
             _, protocol, model, key, name, table = parts
             values = _values(sources.runs(protocol, model), key)
@@ -287,23 +288,34 @@ def update_document(path: Path, check: bool = False, reference_dir: Path | None 
     return True
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--file", type=Path, default=Path(__file__).resolve().parent.parent / "REPRODUCTION.md")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the file's tables are out of date")
+def document_main(argv: list[str] | None, description: str, default_file: Path, module: str,
+                  update: Callable[[argparse.Namespace], bool], extra: Callable[[argparse.ArgumentParser], None]
+                  = lambda parser: None) -> int:
+    """The command of a generated document: ``--file``, ``--check`` (exit 1 when stale), ``--reference-dir``;
+    ``update(args)`` rewrites it (or, with ``--check``, only says whether it would)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--file", type=Path, default=default_file)
+    parser.add_argument("--check", action="store_true", help="exit 1 if the generated parts are out of date")
     parser.add_argument("--reference-dir", type=Path, default=None,
                         help="reference files <protocol>/<model>.json (default: the package's benchmark/reference)")
+    extra(parser)
     args = parser.parse_args(argv)
     try:
-        changed = update_document(args.file, check=args.check, reference_dir=args.reference_dir)
+        changed = update(args)
     except FactorbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.check and changed:
-        print(f"{args.file} is out of date: run python -m factorbench.baselines.reproduction")
+        print(f"{args.file} is out of date: run python -m {module}")
         return 1
     print(f"{args.file}: {'updated' if changed else 'up to date'}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return document_main(argv, __doc__.splitlines()[0], Path(__file__).resolve().parent.parent / "REPRODUCTION.md",
+                         "factorbench.baselines.reproduction",
+                         lambda args: update_document(args.file, check=args.check, reference_dir=args.reference_dir))
 
 
 if __name__ == "__main__":

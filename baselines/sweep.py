@@ -25,7 +25,6 @@ import errno
 import fcntl
 import functools
 import json
-import math
 import os
 import shutil
 import signal

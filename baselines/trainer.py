@@ -16,7 +16,6 @@ import io
 import json
 import math
 import os
-import platform
 import signal
 import sys
 import tempfile

@@ -17,7 +17,6 @@ for the result's ``warnings`` (shown by ``evaluate``, ``scores`` and the leaderb
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 

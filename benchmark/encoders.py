@@ -295,9 +295,9 @@ def _check_batch(out: Any, n: int, what: str) -> tuple[np.ndarray, np.ndarray | 
     return mu.astype(np.float64), None if logvar is None else logvar.astype(np.float64)
 
 
-def encode_images(encoder: Any, images: np.ndarray) -> np.ndarray:
-    """The codes (means) of one batch of uint8 images (n, H, W, C), checked as :func:`encode` checks them."""
-    what = f"the encoder {describe_encoder(encoder)}"
+def _encode_batch(encoder: Any, images: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """``encoder(images)`` checked (:func:`_check_batch`); its own error becomes a FactorbenchError naming the
+    batch."""
     try:
         out = encoder(images)
     except FactorbenchError:
@@ -305,7 +305,12 @@ def encode_images(encoder: Any, images: np.ndarray) -> np.ndarray:
     except Exception as exc:
         raise FactorbenchError(f"{what} raised {type(exc).__name__} on a batch of {len(images)} images "
                                f"(uint8, shape {images.shape}): {exc}") from exc
-    return _check_batch(out, len(images), what)[0]
+    return _check_batch(out, len(images), what)
+
+
+def encode_images(encoder: Any, images: np.ndarray) -> np.ndarray:
+    """The codes (means) of one batch of uint8 images (n, H, W, C), checked as :func:`encode` checks them."""
+    return _encode_batch(encoder, images, f"the encoder {describe_encoder(encoder)}")[0]
 
 
 def encode(encoder: Any, dataset: Any, rows: np.ndarray, *, batch_size: int = 256,
@@ -322,15 +327,7 @@ def encode(encoder: Any, dataset: Any, rows: np.ndarray, *, batch_size: int = 25
     bar = tqdm(total=len(rows), desc="encoding", unit="img", disable=None if progress else True, leave=False)
     for start in range(0, len(rows), batch_size):
         batch_rows = rows[start:start + batch_size]
-        images = dataset.images[batch_rows]
-        try:
-            out = encoder(images)
-        except FactorbenchError:
-            raise
-        except Exception as exc:
-            raise FactorbenchError(f"{what} raised {type(exc).__name__} on a batch of {len(batch_rows)} images "
-                                   f"(uint8, shape {images.shape}): {exc}") from exc
-        mu, logvar = _check_batch(out, len(batch_rows), what)
+        mu, logvar = _encode_batch(encoder, dataset.images[batch_rows], what)
         if mus and mu.shape[1] != mus[0].shape[1]:
             raise FactorbenchError(f"{what} returned {mu.shape[1]} code dimensions for one batch and "
                                    f"{mus[0].shape[1]} for another; the code size must be fixed")
