@@ -42,7 +42,7 @@ name = "slurm-test"
 description = "a scancel, a preemption and a time limit on tiny VAEs"
 
 [budget]
-steps = 2000
+steps = 3000
 seeds = [0, 1]
 
 [datasets.square]
@@ -59,7 +59,7 @@ name = "long"
 model = "beta-vae"
 datasets = ["square"]
 seeds = [0]
-steps = 2500
+steps = 6000
 params = {{ {TINY}, beta = 4.0 }}
 """
 FAST = ["--threads", "1", "--checkpoint-every", "1", "--record-every", "1"]
@@ -119,23 +119,23 @@ def test_scancel_preemption_and_time_limit_end_done_once_and_equal_the_local_eng
                               "--dir", str(tmp_path / "local"), *FAST], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
     try:
-        # the short jobs with the default time; the long one in the partition that preempts, with 1-minute
-        # attempts (USR2 30 s before the limit)
+        # the short jobs with the default time; the long one with 2-minute attempts (USR2 30 s before the limit;
+        # SLURM may send it up to a minute early, never before the job has started)
         _cli("sweep", plan_file, "--engine", "slurm", "--only", "vae/*", "--dir", str(sweep), *FAST, env=env)
         _cli("sweep", plan_file, "--engine", "slurm", "--only", "long/*", "--dir", str(sweep), *FAST,
-             "--slurm", "partition=urgent", "--slurm", "time=1", "--slurm", "signal_delay_s=30",
+             "--slurm", "time=2", "--slurm", "signal_delay_s=30",
              "--slurm", "max_num_timeout=20", env=env)
         assert len(read_submissions(sweep)) == 2
         ids = latest_ids(sweep)
         _wait(lambda: min(status(cancelled).step or 0, status(preempted).step or 0) >= 50, "the short jobs to train")
 
         # scancel: SIGTERM, a checkpoint, SLURM's kill: CANCELLED, not requeued; the sweep run again resumes it.
-        # At once, preemption by a job of the 'urgent' partition that needs every CPU the long job leaves:
-        # SIGTERM, grace time, kill, PREEMPTED and requeued
+        # At once, preemption by a job of the 'urgent' partition that needs every CPU: SIGTERM, grace time, kill,
+        # PREEMPTED and requeued
         subprocess.run(["scancel", ids[cancelled]], check=True)
         cpus = subprocess.run(["sinfo", "-h", "-p", "urgent", "-o", "%c"], capture_output=True,
                               text=True).stdout.split()[0]
-        subprocess.run(["sbatch", "-p", "urgent", "-c", str(int(cpus) - 1), "-o", os.devnull, "--wrap", "sleep 1"],
+        subprocess.run(["sbatch", "-p", "urgent", "-c", cpus, "-o", os.devnull, "--wrap", "sleep 1"],
                        check=True, capture_output=True)
         _wait(lambda: "CANCELLED" in _sacct(ids[cancelled]), f"{cancelled} to be cancelled")
         _wait(lambda: "PREEMPTED" in _sacct(ids[preempted]), f"{preempted} to be preempted")
