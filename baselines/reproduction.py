@@ -164,14 +164,10 @@ def _planned(protocol: str) -> set[str]:
     return names
 
 
-def render_tables(reference_dir: Path | None = None) -> str:
-    """The generated part of REPRODUCTION.md."""
-    parts = []
-    for comparison in COMPARISONS:
-        folder = (reference_dir / comparison.protocol) if reference_dir is not None else None
-        results = reference_results(comparison.protocol, folder) if folder is None or folder.is_dir() else {}
-        parts.append(_table(comparison, results))
-    return "\n\n".join(parts)
+def render_tables(reference_dir: Path | None = None, sources: "_Sources | None" = None) -> str:
+    """The generated part of REPRODUCTION.md (``sources``: results already read, shared with the prose)."""
+    sources = sources if sources is not None else _Sources(reference_dir)
+    return "\n\n".join(_table(comparison, sources.protocol(comparison.protocol)) for comparison in COMPARISONS)
 
 
 #: a number of the prose: ``<!--=EXPRESSION-->VALUE<!---->``, VALUE rewritten from EXPRESSION (see :func:`render_value`)
@@ -186,11 +182,15 @@ class _Sources:
         self._results: dict[str, Mapping[str, Sequence[EvaluationResult]]] = {}
         self._published: dict[str, dict[str, Any]] = {}
 
-    def runs(self, protocol: str, model: str) -> Sequence[EvaluationResult]:
+    def protocol(self, protocol: str) -> Mapping[str, Sequence[EvaluationResult]]:
+        """The validated reference results of ``protocol``, read once (none where its folder is missing)."""
         if protocol not in self._results:
             folder = self.reference_dir / protocol if self.reference_dir is not None else None
             self._results[protocol] = reference_results(protocol, folder) if folder is None or folder.is_dir() else {}
-        runs = self._results[protocol].get(model)
+        return self._results[protocol]
+
+    def runs(self, protocol: str, model: str) -> Sequence[EvaluationResult]:
+        runs = self.protocol(protocol).get(model)
         if not runs:
             raise FactorbenchError(f"the prose cites {model} under {protocol}, which has no reference runs")
         return sorted(runs, key=lambda r: (r.training.get("sweep") or {}).get("seed", 0))
@@ -267,9 +267,9 @@ def render_value(expression: str, sources: _Sources) -> str:
                            "'paper FILE TABLE MODEL KEY FORMAT', 'gap PROTOCOL MODEL KEY FILE TABLE'")
 
 
-def render_prose(text: str, reference_dir: Path | None = None) -> str:
+def render_prose(text: str, reference_dir: Path | None = None, sources: "_Sources | None" = None) -> str:
     """``text`` with every prose number (:data:`PROSE_NUMBER`) rewritten from its expression."""
-    sources = _Sources(reference_dir)
+    sources = sources if sources is not None else _Sources(reference_dir)
     return PROSE_NUMBER.sub(lambda m: f"<!--={m['expr']}-->{render_value(m['expr'], sources)}<!---->", text)
 
 
@@ -280,7 +280,9 @@ def update_document(path: Path, check: bool = False, reference_dir: Path | None 
     if BEGIN not in text or END not in text:
         raise SystemExit(f"{path} has no {BEGIN} ... {END} markers")
     start, stop = text.index(BEGIN) + len(BEGIN), text.index(END)
-    new = render_prose(text[:start] + "\n" + render_tables(reference_dir) + "\n" + text[stop:], reference_dir)
+    sources = _Sources(reference_dir)  # each protocol's results read once, for the tables and the prose
+    new = render_prose(text[:start] + "\n" + render_tables(reference_dir, sources) + "\n" + text[stop:],
+                       reference_dir, sources)
     if new == text:
         return False
     if not check:
