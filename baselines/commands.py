@@ -47,8 +47,8 @@ def _train(p: argparse.ArgumentParser) -> None:
                    "latent_dim=4, architecture=dlib")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="auto (CUDA when present), cpu "
                    "or cuda")
-    p.add_argument("--precision", default="auto", choices=("auto", "bf16", "fp16", "fp32"), help="auto (bf16 on CUDA "
-                   "and on CPUs with bf16 units, else fp32; fp16 on CUDA without bf16), bf16, fp16 or fp32")
+    p.add_argument("--precision", default="auto", choices=("auto", "bf16", "fp16", "fp32"), help="auto (fp32 on CUDA, "
+                   "where bf16 measured slower; bf16 on CPUs with bf16 units, else fp32), bf16, fp16 (CUDA) or fp32")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: one per core; on a busy "
                    "machine use fewer)")
     p.add_argument("--resume", action="store_true", help="continue an unfinished run in RUN_DIR")
@@ -136,6 +136,9 @@ def _sweep(p: argparse.ArgumentParser) -> None:
                    "or slurm (a job array); default local")
     p.add_argument("--jobs", type=int, default=None, metavar="N", help="jobs run at once (default: 1 locally; under "
                    "SLURM all of them, the scheduler decides)")
+    p.add_argument("--pack", type=int, default=None, metavar="K", help="jobs sharing one GPU, each in its own process "
+                   "(locally: default 8 where jobs train on GPUs, each job given one GPU; under SLURM: K jobs per array "
+                   "task, one SLURM task each; default 1); start CUDA MPS first for the most throughput")
     p.add_argument("--only", metavar="PATTERN", help="only these jobs: shell patterns over job ids (name/dataset/"
                    "seedK), job indices or ranges, comma-separated, e.g. 'vae/square/*' or '0-8'")
     p.add_argument("--dry-run", action="store_true", help="list the jobs and their state; run nothing")
@@ -215,7 +218,8 @@ def _sweep(p: argparse.ArgumentParser) -> None:
                                checkpoint_every_s=args.checkpoint_every, record_every_s=args.record_every,
                                sources=_sources(args.source))
         outcome = run_sweep(plan, sweep_dir, engine=args.engine, parallel=args.jobs, only=args.only, options=options,
-                            settings=parse_slurm_settings(args.slurm) if args.engine == "slurm" else None)
+                            settings=parse_slurm_settings(args.slurm) if args.engine == "slurm" else None,
+                            pack=args.pack)
         failed = sorted(k for k, v in outcome.items() if v == "failed")
         if failed:
             print(f"{len(failed)} job{'s' if len(failed) > 1 else ''} failed: {', '.join(failed)}; see --status")

@@ -44,11 +44,12 @@ from submitit.helpers import Checkpointable
 from factorbench.generators.errors import FactorbenchError
 
 from . import models  # noqa: F401  (registers every model: the plan's configs are built in the jobs)
+from .gpus import DEFAULT_PACK, GpuSlots, visible_gpus
 from .plan import Job, Plan, expand, select
 from .slurm import (SlurmSettings, parse_slurm_settings, record_submission, resolve_settings, slurm_states,
                     submit_array)
 
-__all__ = ["ENGINES", "EngineRequest", "JobStatus", "SweepInterrupted", "SweepJob", "SweepOptions",
+__all__ = ["ENGINES", "EngineRequest", "JobStatus", "PackedSweepJob", "SweepInterrupted", "SweepJob", "SweepOptions",
            "check_finished_unchanged", "collect", "default_sweep_dir", "format_status", "job_done", "restore",
            "result_path", "run_job", "run_sweep", "state_path", "sweep_status"]
 
@@ -406,6 +407,7 @@ def run_job(job: Job, sweep_dir: str | os.PathLike, plan: Plan, options: SweepOp
         cpu0, wall0 = time.process_time(), time.perf_counter()
         record = {"job": job.id, "index": job.index, "config_hash": job.config.hash(), "plan_hash": plan.hash(),
                   "attempts": int(before.get("attempts", 0)) + 1, "host": socket.gethostname(), "pid": os.getpid(),
+                  "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES") or None,
                   "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                   "steps": job.config.steps}
 
@@ -553,6 +555,23 @@ class SweepJob(Checkpointable):
         return super().checkpoint(job_id)
 
 
+class PackedSweepJob(SweepJob):
+    """Under SLURM with ``--pack K``: ``PackedSweepJob(...)(group)`` runs in each of the K tasks of one array
+    task (``ntasks_per_node=K``, sharing the allocation and its GPU), task ``r`` the group's ``r``-th job as
+    :class:`SweepJob` would. submitit lets only task 0 checkpoint and requeue on USR2; the other tasks stop
+    their own job at its next step on USR2 (a checkpoint), so a requeued group loses no step."""
+
+    def __call__(self, group: tuple[str, ...]) -> str:  # type: ignore[override]
+        import submitit
+
+        rank = submitit.JobEnvironment().global_rank
+        if rank >= len(group):
+            return "idle"
+        if rank != 0 and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGUSR2, lambda signum, frame: self._stop.set() if self._stop is not None else None)
+        return super().__call__(group[rank])
+
+
 # -------------------------------------------------------------------------------------------- engines
 
 @dataclass(frozen=True)
@@ -565,6 +584,10 @@ class EngineRequest:
     #: SLURM's settings (``--slurm KEY=VALUE``); None for the local engine
     slurm: SlurmSettings | None = None
     echo: Callable[[str], None] = print
+    #: locally: the GPUs jobs train on (each job gets one as its CUDA_VISIBLE_DEVICES); empty: none
+    gpus: tuple[int, ...] = ()
+    #: jobs per GPU (locally), jobs per SLURM task group (under SLURM)
+    pack: int = 1
 
 
 @contextmanager
@@ -614,14 +637,17 @@ def _submit_ignoring_ctrl_c(executor: Any, fn: Any, job_id: str) -> Any:
 
 
 def _run_local(req: EngineRequest) -> dict[str, str]:
-    """submitit's local executor: one process per job, ``parallel`` at a time, in job order."""
+    """submitit's local executor: one process per job, ``parallel`` at a time, in job order. With GPUs each
+    job gets one GPU as its ``CUDA_VISIBLE_DEVICES``, the least busy, and ``pack`` jobs share a GPU."""
     import submitit
 
     executor = submitit.LocalExecutor(folder=req.sweep_dir / "submitit" / "%j")
     executor.update_parameters(timeout_min=7 * 24 * 60)
     fn = SweepJob(req.plan, req.sweep_dir, req.options)
+    slots = GpuSlots(req.gpus, req.pack) if req.gpus else None
     pending = list(req.jobs)
     running: dict[str, tuple[Job, Any, float]] = {}
+    gpu_of: dict[str, int] = {}
     outcome: dict[str, str] = {}
     total = len(req.jobs)
 
@@ -630,6 +656,8 @@ def _run_local(req: EngineRequest) -> dict[str, str]:
             if not handle.done():
                 continue
             del running[job_id]
+            if slots is not None:
+                slots.give_back(gpu_of.pop(job_id))
             try:
                 outcome[job_id] = handle.result()
                 seconds = time.perf_counter() - started
@@ -657,8 +685,13 @@ def _run_local(req: EngineRequest) -> dict[str, str]:
             while pending or running:
                 while pending and len(running) < req.parallel and not stop.is_set():
                     job = pending.pop(0)
+                    where = ""
+                    if slots is not None:
+                        gpu_of[job.id] = slots.take()
+                        executor.update_parameters(gpus_per_node=1, visible_gpus=(gpu_of[job.id],))
+                        where = f" on GPU {gpu_of[job.id]}"
                     running[job.id] = (job, _submit_ignoring_ctrl_c(executor, fn, job.id), time.perf_counter())
-                    req.echo(f"started {job.id} (job {job.index})")
+                    req.echo(f"started {job.id} (job {job.index}){where}")
                 reap()
                 if stop.is_set():
                     stop_all(signal.SIGTERM)
@@ -690,14 +723,24 @@ def _run_slurm(req: EngineRequest) -> dict[str, str]:
         executor.update_parameters(array_parallelism=req.parallel, **settings.executor_parameters())
     except (ValueError, TypeError) as exc:
         raise FactorbenchError(f"--slurm: {exc}") from None
-    fn = SweepJob(req.plan, req.sweep_dir, req.options, engine="slurm", signal_delay_s=settings.signal_delay_s)
-    handles = submit_array(executor, fn, [j.id for j in req.jobs])
-    ids = {j.id: h.job_id for j, h in zip(req.jobs, handles)}
+    if req.pack > 1:  # K jobs per array task, one SLURM task each, sharing the allocation (and its GPU)
+        groups = [tuple(j.id for j in req.jobs[i:i + req.pack]) for i in range(0, len(req.jobs), req.pack)]
+        executor.update_parameters(ntasks_per_node=req.pack, array_parallelism=min(req.parallel, len(groups)))
+        fn: SweepJob = PackedSweepJob(req.plan, req.sweep_dir, req.options, engine="slurm",
+                                      signal_delay_s=settings.signal_delay_s)
+        handles = submit_array(executor, fn, groups)
+        ids = {job_id: h.job_id for group, h in zip(groups, handles) for job_id in group}
+    else:
+        fn = SweepJob(req.plan, req.sweep_dir, req.options, engine="slurm", signal_delay_s=settings.signal_delay_s)
+        handles = submit_array(executor, fn, [j.id for j in req.jobs])
+        ids = {j.id: h.job_id for j, h in zip(req.jobs, handles)}
     record_submission(req.sweep_dir, ids, _atomic_write)
     if handles:
-        req.echo(f"submitted {len(handles)} job{'s' if len(handles) != 1 else ''} as SLURM array "
-                 f"{handles[0].job_id.split('_')[0]} ({req.parallel} at a time, {settings.time} min per attempt, up "
-                 f"to {settings.max_num_timeout} requeues at the time limit); follow them with --status")
+        packed = f", {req.pack} jobs per array task" if req.pack > 1 else ""
+        req.echo(f"submitted {len(req.jobs)} job{'s' if len(req.jobs) != 1 else ''} as SLURM array "
+                 f"{handles[0].job_id.split('_')[0]} ({len(handles)} task{'s' if len(handles) != 1 else ''}{packed}, "
+                 f"{req.parallel} at a time, {settings.time} min per attempt, up to {settings.max_num_timeout} requeues "
+                 "at the time limit); follow them with --status")
     return {j.id: "submitted" for j in req.jobs}
 
 
@@ -715,15 +758,28 @@ def _record_plan(sweep_dir: Path, plan: Plan) -> None:
 def run_sweep(plan: Plan, sweep_dir: str | os.PathLike | None = None, *, engine: str = "local",
               parallel: int | None = None, only: str | None = None, options: SweepOptions = SweepOptions(),
               settings: SlurmSettings | Mapping[str, Any] | None = None,
-              echo: Callable[[str], None] = print) -> dict[str, str]:
+              echo: Callable[[str], None] = print, pack: int | None = None) -> dict[str, str]:
     """Run the plan's jobs (those matching ``only``) that are not done; returns job id -> outcome
     ("done", "failed", "interrupted", "busy", "submitted", or "skipped" for finished jobs). ``parallel``:
-    jobs at once (default: 1 locally, all of them under SLURM, which schedules them); ``settings``: SLURM's
+    jobs at once (default: 1 locally on the CPU, ``pack`` per GPU where jobs train on GPUs, all of them
+    under SLURM, which schedules them); ``pack``: jobs sharing one GPU (default
+    :data:`~factorbench.baselines.gpus.DEFAULT_PACK`), each in its own process; ``settings``: SLURM's
     (:class:`~factorbench.baselines.slurm.SlurmSettings`, or a mapping of ``--slurm`` keys to values)."""
     if engine not in ENGINES:
         raise FactorbenchError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
     if parallel is not None and parallel < 1:
         raise FactorbenchError(f"--jobs must be >= 1, got {parallel}")
+    if pack is not None and pack < 1:
+        raise FactorbenchError(f"--pack must be >= 1, got {pack}")
+    gpus: tuple[int, ...] = ()
+    if engine == "local":
+        gpus = visible_gpus(options.device)
+        if options.device == "cuda" and not gpus:
+            raise FactorbenchError("--device cuda: no CUDA GPU is visible here (CUDA_VISIBLE_DEVICES, PyTorch); use "
+                                   "--device cpu or auto")
+        if pack is not None and not gpus:
+            raise FactorbenchError(f"--pack {pack}: no CUDA GPU is visible here, and packing shares a GPU; on the "
+                                   "CPU run jobs side by side with --jobs N (and --threads about cores/N)")
     if settings is not None and engine != "slurm":
         raise FactorbenchError("--slurm settings need --engine slurm")
     if settings is not None and not isinstance(settings, SlurmSettings):
@@ -751,9 +807,18 @@ def run_sweep(plan: Plan, sweep_dir: str | os.PathLike | None = None, *, engine:
     if not todo:
         return outcome
     _record_plan(sweep_dir, plan)
+    pack = pack if pack is not None else (DEFAULT_PACK if gpus else 1)
+    if gpus:
+        parallel = min(parallel or len(gpus) * pack, len(gpus) * pack)
+        if options.threads is None:  # the processes share the cores
+            options = dataclasses.replace(options, threads=max(1, (os.cpu_count() or 1) // parallel))
+        echo(f"training on GPU{'s' if len(gpus) > 1 else ''} {', '.join(map(str, gpus))}: up to {pack} job"
+             f"{'s' if pack > 1 else ''} per GPU, {parallel} at once, {options.threads} CPU thread"
+             f"{'s' if options.threads != 1 else ''} each")
     if parallel is None:
         parallel = len(todo) if engine == "slurm" else 1
-    outcome.update(ENGINES[engine](EngineRequest(plan, todo, sweep_dir, parallel, options, settings, echo)))
+    outcome.update(ENGINES[engine](EngineRequest(plan, todo, sweep_dir, parallel, options, settings, echo,
+                                                 gpus=gpus, pack=pack)))
     return outcome
 
 

@@ -156,11 +156,11 @@ def test_one_cli_choices_and_separators(capsys, tmp_path):
 def test_cuda_settings_are_decided_and_recorded_without_a_gpu(monkeypatch, capsys, tiny_run):
     from factorbench.baselines.trainer import choose_precision, cuda_determinism
 
-    # pre-Ampere GPUs only emulate bf16: auto takes fp16 there
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
-    assert choose_precision("auto", torch.device("cuda")) == "fp16"
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
-    assert choose_precision("auto", torch.device("cuda")) == "bf16"
+    # on CUDA auto is fp32 whatever the GPU (bf16 measured slower there), so never emulated bf16
+    for native in (False, True):
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True, n=native: n)
+        assert choose_precision("auto", torch.device("cuda")) == "fp32"
+    assert choose_precision("bf16", torch.device("cuda")) == "bf16"
     fp32, bf16 = cuda_determinism("fp32"), cuda_determinism("bf16")
     assert fp32["tf32"] is False and bf16["tf32"] is True  # a run recorded as fp32 is fp32, not TF32
     assert fp32["cudnn_deterministic"] and not fp32["cudnn_benchmark"]

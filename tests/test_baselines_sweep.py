@@ -23,7 +23,7 @@ pytest.importorskip("submitit")
 
 from factorbench.baselines.plan import expand, load_plan, parse_plan, select  # noqa: E402
 from factorbench.baselines.sweep import (SweepOptions, _job_lock, collect, format_status, restore,  # noqa: E402
-                                         result_path, run_job, run_sweep, state_path, sweep_status)
+                                         job_done, result_path, run_job, run_sweep, state_path, sweep_status)
 from factorbench.baselines.trainer import cpu_model_name  # noqa: E402
 from factorbench.benchmark.cli import main as cli  # noqa: E402
 from factorbench.generators.errors import FactorbenchError  # noqa: E402
@@ -648,12 +648,12 @@ def _fake_slurm(tmp_path: Path, monkeypatch) -> Path:
     return tmp_path / "submitted.sh"
 
 
-def _slurm_task(sweep_dir: Path, job_id: str, data_dir: Path) -> subprocess.Popen:
+def _slurm_task(sweep_dir: Path, job_id: str, data_dir: Path, rank: int = 0, ntasks: int = 1) -> subprocess.Popen:
     """Run SLURM job ``job_id`` (``4242``, or ``4242_1`` for an array task) as SLURM would: submitit's entry
-    point with SLURM's variables."""
+    point with SLURM's variables (task ``rank`` of ``ntasks``)."""
     array, _, task = job_id.partition("_")
     env = {**os.environ, "FACTORBENCH_DATA": str(data_dir), "SUBMITIT_EXECUTOR": "slurm", "SLURM_JOB_ID": array,
-           "SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
+           "SLURM_NTASKS": str(ntasks), "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank), "SLURM_NODEID": "0",
            "SLURM_JOB_NUM_NODES": "1"}
     if task:
         env.update(SLURM_JOB_ID=str(5000 + int(task)), SLURM_ARRAY_JOB_ID=array, SLURM_ARRAY_TASK_ID=task)
@@ -853,3 +853,86 @@ def test_scores_refuse_results_whose_plan_entry_or_model_config_changed(swept, t
     monkeypatch.setattr(VAEConfig, "version", VAEConfig.version + 1)
     with pytest.raises(FactorbenchError, match="stale.*config version 2, the run's 1"):
         scores_table("square-lsbd-v1", folder)
+
+
+# ------------------------------------------------------------------------------------------------ packing
+
+def test_visible_gpus_and_slots():
+    from factorbench.baselines.gpus import GpuSlots, visible_gpus
+
+    assert visible_gpus("cpu", {"CUDA_VISIBLE_DEVICES": "0,1"}) == ()
+    assert visible_gpus("auto", {"CUDA_VISIBLE_DEVICES": "2, 3"}) == (2, 3)
+    assert visible_gpus("auto", {"CUDA_VISIBLE_DEVICES": ""}) == ()
+    assert visible_gpus("cuda", {}, count=3) == (0, 1, 2)
+    with pytest.raises(FactorbenchError, match="UUID or MIG"):
+        visible_gpus("auto", {"CUDA_VISIBLE_DEVICES": "GPU-8a3f,1"})
+    slots = GpuSlots((4, 7), pack=2)
+    assert slots.capacity == 4
+    assert [slots.take() for _ in range(3)] == [4, 7, 4]  # the least busy GPU, the lowest index on a tie
+    slots.give_back(4)
+    assert slots.take() == 4 and slots.take() == 7
+    with pytest.raises(RuntimeError):
+        slots.take()
+    with pytest.raises(FactorbenchError, match="--pack must be >= 1"):
+        GpuSlots((0,), pack=0)
+
+
+def test_pack_is_refused_without_a_gpu_before_anything_runs(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    plan_file = tmp_path / "plan.toml"
+    plan_file.write_text(PLAN)
+    assert cli(["sweep", str(plan_file), "--pack", "4", "--dir", str(tmp_path / "sweep")]) == 2
+    assert "--pack 4: no CUDA GPU is visible here" in capsys.readouterr().err
+    assert cli(["sweep", str(plan_file), "--device", "cuda", "--dir", str(tmp_path / "sweep")]) == 2
+    assert "--device cuda: no CUDA GPU is visible" in capsys.readouterr().err
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_local_sweep_gives_each_job_a_gpu_of_its_own_pack(tmp_path, data_dir, monkeypatch):
+    """Three jobs on two (pretend) GPUs, one job per GPU: two at once, each process sees only its GPU (the
+    jobs themselves train on the CPU here, which has no CUDA)."""
+    import factorbench.baselines.sweep as sweep_module
+
+    monkeypatch.setenv("FACTORBENCH_DATA", str(data_dir))
+    monkeypatch.setattr(sweep_module, "visible_gpus", lambda device: (3, 5))
+    plan = _plan(tmp_path, PLAN + BETA)
+    lines: list[str] = []
+    outcome = run_sweep(plan, tmp_path / "sweep", pack=1, options=SweepOptions(samples=False), echo=lines.append)
+    assert sorted(outcome.values()) == ["done"] * 3
+    assert lines[1] == "training on GPUs 3, 5: up to 1 job per GPU, 2 at once, " \
+        f"{max(1, (os.cpu_count() or 1) // 2)} CPU thread{'s' if (os.cpu_count() or 1) // 2 > 1 else ''} each"
+    starts = [line for line in lines if line.startswith("started ")]
+    assert starts[0].endswith("on GPU 3") and starts[1].endswith("on GPU 5")
+    records = {j.id: json.loads(state_path(tmp_path / "sweep", j).read_text()) for j in expand(plan)}
+    assert sorted(r["cuda_visible_devices"] for r in records.values()) in (["3", "3", "5"], ["3", "5", "5"])
+    for line in starts:  # the GPU the engine named is the one the job's process saw
+        job_id, gpu = line.split()[1], line.split()[-1]
+        assert records[job_id]["cuda_visible_devices"] == gpu
+
+
+def test_slurm_pack_runs_k_jobs_per_array_task(tmp_path, monkeypatch, data_dir):
+    """--pack 2 under SLURM: three jobs in two array tasks of two SLURM tasks each; task r of an array task
+    trains the group's r-th job, a task without a job returns at once."""
+    submitted = _fake_slurm(tmp_path, monkeypatch)
+    plan = _plan(tmp_path, PLAN + BETA)
+    sweep_dir = tmp_path / "sweep"
+    outcome = run_sweep(plan, sweep_dir, engine="slurm", pack=2, options=OPTIONS, **QUIET)
+    assert sorted(outcome.values()) == ["submitted"] * 3
+    script = submitted.read_text()
+    assert "#SBATCH --array=0-1%2\n" in script and "#SBATCH --ntasks-per-node=2\n" in script
+    from factorbench.baselines.slurm import latest_ids
+
+    ids = latest_ids(sweep_dir)
+    jobs = [j.id for j in expand(plan)]
+    assert ids == {jobs[0]: "4242_0", jobs[1]: "4242_0", jobs[2]: "4242_1"}
+
+    procs = [_slurm_task(sweep_dir, array_task, data_dir, rank, 2) for array_task in ("4242_0", "4242_1")
+             for rank in (0, 1)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-2000:]
+    assert all(job_done(j, sweep_dir) for j in expand(plan))
+    from submitit.core.utils import JobPaths
+
+    idle = JobPaths(sweep_dir / "submitit" / "%j", job_id="4242_1", task_id=1).result_pickle
+    assert idle.is_file() and "idle" in str(__import__("pickle").loads(idle.read_bytes()))
