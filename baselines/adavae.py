@@ -46,6 +46,8 @@ __all__ = ["AVERAGING", "AdaGVAEConfig", "AdaMLVAEConfig", "AdaVAE", "AdaVAEConf
 
 #: tags of the random streams drawn from the seed (order of the first images, choice of the partners)
 _FIRST, _PARTNER = 0xADA001, 0xADA002
+#: at most this many (pair, group member) cells are compared at once when partners are looked up
+_VECTOR_CELLS = 1 << 16
 
 Gaussian = tuple[torch.Tensor, torch.Tensor]
 
@@ -215,6 +217,7 @@ class PairBatches:
             order = np.argsort(key, kind="stable")
             starts = np.searchsorted(key[order], np.arange(int(key.max()) + 2))
             self._groups.append((key, order, starts, self.classes[order][:, list(subset)]))
+        self._columns = [np.array(subset) for subset in self.subsets]
         self.eligible = np.flatnonzero(self.partners.sum(1) > 0)
         if len(self.eligible) == 0:
             raise FactorbenchError(f"no two images of {what} ({n:,} images; factors {names}) differ in exactly "
@@ -222,19 +225,41 @@ class PairBatches:
         self._order = EpochOrder(len(self.eligible), (config.seed, _FIRST))
 
     def pairs(self, step: int) -> tuple[np.ndarray, np.ndarray]:
-        """Row indices (into the split) of the first and second images of the pairs of ``step``."""
+        """Row indices (into the split) of the first and second images of the pairs of ``step``.
+
+        Pair by pair, the subset is drawn uniformly among those with a partner, then the partner's rank
+        among the partners (``partners[i, s]`` of them), in one stream; then every pair's partner is looked
+        up, all pairs of one subset at once where their groups are small."""
         first = self.eligible[self._order.batch(step, self.batch_size)]
         rng = np.random.default_rng([self.seed, _PARTNER, step])
+        chosen = np.empty(len(first), dtype=np.int64)
+        rank = np.empty(len(first), dtype=np.int64)
+        draw = rng.integers
+        for p, counts in enumerate(self.partners[first].tolist()):
+            valid = [s for s, count in enumerate(counts) if count > 0]
+            s = valid[draw(len(valid))]
+            chosen[p], rank[p] = s, draw(counts[s])
         second = np.empty_like(first)
-        for p, i in enumerate(first):
-            valid = np.flatnonzero(self.partners[i] > 0)
-            s = int(valid[rng.integers(len(valid))])
-            key, order, starts, subset_classes = self._groups[s]
-            lo, hi = starts[key[i]], starts[key[i] + 1]
-            differs = np.all(subset_classes[lo:hi] != self.classes[i, list(self.subsets[s])], axis=1)
-            candidates = order[lo:hi][differs]
-            second[p] = candidates[rng.integers(len(candidates))]
+        for s in np.unique(chosen).tolist():
+            at = np.flatnonzero(chosen == s)
+            second[at] = self._partner(s, first[at], rank[at])
         return first, second
+
+    def _partner(self, s: int, rows: np.ndarray, rank: np.ndarray) -> np.ndarray:
+        """The ``rank``-th partner (in split order) of each of ``rows`` for subset ``s``."""
+        key, order, starts, subset_classes = self._groups[s]
+        lo, hi = starts[key[rows]], starts[key[rows] + 1]
+        own = self.classes[rows][:, self._columns[s]]
+        width = int((hi - lo).max())
+        if len(rows) * width <= _VECTOR_CELLS:  # padded to the widest group: all rows at once
+            offsets = np.minimum(lo[:, None] + np.arange(width), len(order) - 1)
+            differs = np.all(subset_classes[offsets] != own[:, None, :], axis=2) & (np.arange(width) < (hi - lo)[:, None])
+            return order[lo + np.argmax(np.cumsum(differs, axis=1) > rank[:, None], axis=1)]
+        out = np.empty_like(rows)
+        for p in range(len(rows)):  # wide groups (k close to the number of factors): row by row
+            differs = np.flatnonzero(np.all(subset_classes[lo[p]:hi[p]] != own[p], axis=1))
+            out[p] = order[lo[p] + differs[rank[p]]]
+        return out
 
     def __call__(self, step: int) -> dict[str, np.ndarray]:
         first, second = self.pairs(step)

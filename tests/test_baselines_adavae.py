@@ -166,6 +166,38 @@ def test_pairs_differ_in_exactly_k_factors_and_depend_on_seed_and_step(generated
     data.close()
 
 
+def _pairs_one_by_one(draw: PairBatches, step: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs as first written (every shipped Ada run trained on them): pair by pair, the subset, then the
+    partner among the explicit list of candidates, each drawn from the one stream."""
+    from factorbench.baselines.adavae import _PARTNER
+
+    first = draw.eligible[draw._order.batch(step, draw.batch_size)]
+    rng = np.random.default_rng([draw.seed, _PARTNER, step])
+    second = np.empty_like(first)
+    for p, i in enumerate(first):
+        valid = np.flatnonzero(draw.partners[i] > 0)
+        s = int(valid[rng.integers(len(valid))])
+        key, order, starts, subset_classes = draw._groups[s]
+        lo, hi = starts[key[i]], starts[key[i] + 1]
+        candidates = order[lo:hi][np.all(subset_classes[lo:hi] != draw.classes[i, list(draw.subsets[s])], axis=1)]
+        assert len(candidates) == draw.partners[i, s]
+        second[p] = candidates[rng.integers(len(candidates))]
+    return first, second
+
+
+@pytest.mark.parametrize("cells", [1 << 16, 0])  # all pairs of a subset at once; row by row
+def test_pairs_are_those_the_shipped_runs_trained_on(generated, monkeypatch, cells):
+    import factorbench.baselines.adavae as adavae
+
+    monkeypatch.setattr(adavae, "_VECTOR_CELLS", cells)
+    data = TrainingData(generated("objects"), "all")
+    for k, seed in ((1, 0), (2, 3)):
+        draw = PairBatches(make_config("ada-gvae", {"k": k, "batch_size": 64, "seed": seed}), data)
+        for step in (0, 1, 63, 64, 1000):
+            assert all(np.array_equal(a, b) for a, b in zip(draw.pairs(step), _pairs_one_by_one(draw, step)))
+    data.close()
+
+
 def test_pairs_on_an_incomplete_grid_count_partners_exactly(generated):
     """Only the rows of a split are paired. On a 2 x 10 corner of square plus one lone image (5, 30): with k = 1
     the lone image has no partner (no other image on its row or column) and is never drawn; with k = 2 its
