@@ -354,7 +354,9 @@ def _check_plot_targets(directory: Path, protocol: Any, only: list[str] | None) 
 @command("scores", "print the score table of a protocol: the reference rows (and your results with --add), best "
          "first by its headline metric")
 def _scores(p: argparse.ArgumentParser) -> None:
-    p.add_argument("protocol", help="protocol name (see `factorbench protocols`)")
+    p.add_argument("protocol", nargs="?", help="protocol name (see `factorbench protocols`)")
+    p.add_argument("--schema", action="store_true", help="print the JSON Schema of a result file (draft 2020-12), "
+                   "for tools that write or check results, and exit")
     p.add_argument("--format", choices=("md", "csv", "latex", "json"), default="md",
                    help="md (default), csv (numbers only, one header row), latex, or json (with each column's "
                         "direction)")
@@ -367,8 +369,15 @@ def _scores(p: argparse.ArgumentParser) -> None:
                    "(the headline column is always shown, first)")
 
     def run(args: argparse.Namespace) -> int:
-        from .results import format_table, scores_table
+        from .results import RESULT_SCHEMA_PATH, format_table, scores_table
 
+        if args.schema:
+            if args.protocol or args.add or args.dir:
+                raise FactorbenchError("--schema prints the result files' JSON Schema; give it alone")
+            print(RESULT_SCHEMA_PATH.read_text(), end="")
+            return 0
+        if not args.protocol:
+            raise FactorbenchError("give a protocol (see `factorbench protocols`), or --schema")
         table = scores_table(args.protocol, args.dir, args.columns, add=args.add)
         if not table.rows:
             print(f"no results for {args.protocol} yet")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import fnmatch
+import functools
 import io
 import json
 import math
@@ -180,15 +181,46 @@ class EvaluationResult:
 
 _ARROWS = {"higher": "(higher is better)", "lower": "(lower is better)"}
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "protocol": (str,), "protocol_version": (int,), "protocol_hash": (str,), "dataset": (dict,),
-    "package_version": (str,), "encoder": (str,), "code_dim": (int,), "posterior": (bool,), "metrics": (dict,),
-    "skipped": (dict,), "partial": (bool,), "seeds": (list,), "timings": (dict,), "date": (str,),
-    "environment": (dict,), "model": (str,), "headline": (dict,), "directions": (dict,), "result_format": (int,),
-    "training": (dict,), "warnings": (list,),
-}
-#: keys a result may leave out
-_OPTIONAL = {"training", "warnings"}
+#: the JSON Schema of a result file (draft 2020-12), published for other tools: ``factorbench scores --schema``
+RESULT_SCHEMA_PATH = Path(__file__).with_name("result.schema.json")
+
+_JSON_TYPES = {"object": "an object", "array": "a list", "string": "a string", "integer": "an integer",
+               "number": "a number", "boolean": "true or false", "null": "null"}
+
+
+@functools.lru_cache(maxsize=1)
+def _schema_validator() -> Any:
+    import jsonschema
+
+    schema = json.loads(RESULT_SCHEMA_PATH.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _schema_problem(error: Any) -> str:
+    """One schema violation in words: where it is (``dataset.sha256``) and what is wrong."""
+    where = ".".join(str(p) for p in error.absolute_path)
+    if error.validator == "required":
+        missing = error.message.split("'")[1]
+        return f"missing {f'{where}.' if where else ''}{missing}"
+    if error.validator == "additionalProperties" and error.schema.get("additionalProperties") is False:
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        return f"unknown {', '.join(f'{where}.{k}' if where else k for k in extra)}"
+    if error.validator == "type":
+        wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        return (f"{where} must be {' or '.join(_JSON_TYPES[t] for t in wanted)}, got "
+                f"{type(error.instance).__name__} {json.dumps(error.instance)[:40]}")
+    return f"{where or 'the file'}: {error.message[:200]}"
+
+
+def validate_result_schema(data: Any, where: str = "result") -> None:
+    """Check a result's JSON value against :data:`RESULT_SCHEMA_PATH` (jsonschema); the error lists every
+    violation found, each with its place in the file."""
+    errors = sorted(_schema_validator().iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        problems = list(dict.fromkeys(_schema_problem(e) for e in errors))
+        raise FactorbenchError(f"{where} is not a valid result (benchmark/result.schema.json): " + "; ".join(problems[:6])
+                               + (f"; and {len(problems) - 6} more" if len(problems) > 6 else ""))
 
 
 def _number(v: Any) -> bool:
@@ -202,26 +234,10 @@ def _parse_result(data: Any, where: str) -> EvaluationResult:
     if data.get("result_format") != RESULT_FORMAT:
         raise FactorbenchError(f"{where} has result format {data.get('result_format', 1)!r}; this factorbench "
                                f"reads format {RESULT_FORMAT}: re-run the evaluation with this version")
+    validate_result_schema(data, where)
     data = dict(data)
     checksum = data.pop("checksum", None)
-    missing = sorted(set(_TYPES) - set(data) - _OPTIONAL)
-    unknown = sorted(set(data) - set(_TYPES))
-    if missing or unknown:
-        raise FactorbenchError(f"{where} is not a valid result: " + "; ".join(
-            ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(unknown)}"] if unknown else [])))
-    for key, types in _TYPES.items():
-        if key not in data:
-            continue
-        if not isinstance(data[key], types) or (types == (int,) and isinstance(data[key], bool)):
-            raise FactorbenchError(f"{where}: {key} must be {types[0].__name__}, got {type(data[key]).__name__}")
-    dataset = data["dataset"]
-    if not isinstance(dataset.get("spec_hash"), str) or not isinstance(dataset.get("sha256"), dict) \
-            or not isinstance(dataset["sha256"].get("images"), str):
-        raise FactorbenchError(f"{where}: dataset must hold spec_hash and sha256 (the hashes of the data read)")
     for label, entry in data["metrics"].items():
-        if not (isinstance(entry, dict) and isinstance(entry.get("metric"), str) and isinstance(entry.get("scalars"), dict)
-                and isinstance(entry.get("result"), dict) and all(_number(v) for v in entry["scalars"].values())):
-            raise FactorbenchError(f"{where}: metric {label!r} must hold 'metric', numeric 'scalars' and 'result'")
         for name, value in entry["scalars"].items():
             stored = entry["result"].get(name)
             if value is not None and _number(stored) and stored is not None and not math.isclose(value, stored,

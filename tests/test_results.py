@@ -99,9 +99,11 @@ def test_an_edited_value_is_refused(folder, capsys):
 @pytest.mark.parametrize("change, message", [
     (lambda d: d.pop("metrics"), "missing metrics"),
     (lambda d: d.update(extra=1), "unknown extra"),
-    (lambda d: d.update(code_dim="ten"), "code_dim must be int"),
+    (lambda d: d.update(code_dim="ten"), 'code_dim must be an integer, got str "ten"'),
     (lambda d: d.update(result_format=1), "result format 1"),
-    (lambda d: d["dataset"].pop("sha256"), "dataset must hold spec_hash and sha256"),
+    (lambda d: d["dataset"].pop("sha256"), "missing dataset.sha256"),
+    (lambda d: d["metrics"]["mig"]["scalars"].update(score="high"), "metrics.mig.scalars.score must be a number or null"),
+    (lambda d: d["headline"].update(better="up"), "headline.better: 'up' is not one of ['higher', 'lower']"),
 ])
 def test_the_schema_is_checked_and_the_error_names_the_file(folder, capsys, change, message):
     data = json.loads((folder / "random.json").read_text())
@@ -285,3 +287,27 @@ def test_latex_bolds_each_columns_best_competing_mean_and_escapes_names():
     assert r"\textbf" not in next(line for line in lines if line.startswith("ideal &"))  # the oracle never competes
     odd = dataclasses.replace(table, rows=((r"a_b&c%{x}^~\y",) + table.rows[0][1:],) + table.rows[1:])
     assert r"a\_b\&c\%\{x\}\^{}\~{}\textbackslash{}y &" in format_table(odd, "latex")
+
+
+def test_every_shipped_result_is_valid_under_the_published_schema(capsys):
+    """The JSON Schema is what the files are: every run of every shipped reference file passes it (and a tool
+    that reads `scores --schema` gets the same file)."""
+    import jsonschema
+
+    from factorbench.benchmark.results import REFERENCE_DIR, RESULT_SCHEMA_PATH
+
+    schema = json.loads(RESULT_SCHEMA_PATH.read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    files = sorted(REFERENCE_DIR.glob("*/*.json"))
+    assert len(files) > 100
+    for path in files:
+        document = json.loads(path.read_text())
+        for run in document.get("runs", [document]):
+            errors = list(validator.iter_errors(run))
+            assert not errors, (path, errors[0].message)
+    assert main(["scores", "--schema"]) == 0
+    assert json.loads(capsys.readouterr().out) == schema
+    assert main(["scores", "square-lsbd-v1", "--schema"]) == 2
+    assert "give it alone" in capsys.readouterr().err
+    assert main(["scores"]) == 2
+    assert "give a protocol" in capsys.readouterr().err
