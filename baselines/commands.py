@@ -57,6 +57,8 @@ def _train(p: argparse.ArgumentParser) -> None:
                    help="seconds between checkpoints (default 120, as in `sweep`)")
     p.add_argument("--snapshot-every", type=int, default=None, metavar="STEPS",
                    help="also keep the weights every STEPS steps (evaluate one with --encoder run:RUN_DIR@STEP)")
+    p.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard, RUN_DIR/tensorboard (needs "
+                   "pip install 'factorbench[tensorboard]'; view with tensorboard --logdir RUN_DIR)")
     p.add_argument("--source", metavar="PATH", default=None, help="local data for datasets that need it")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -81,6 +83,7 @@ def _train(p: argparse.ArgumentParser) -> None:
 
         options = TrainOptions(device=args.device, precision=args.precision, checkpoint_every_s=args.checkpoint_every,
                                progress=not args.quiet, snapshot_every=args.snapshot_every,
+                               tensorboard=args.tensorboard,
                                threads=args.threads)
         result = train(config, args.dataset, args.out, split=args.split, resume=args.resume, force=args.force,
                        options=options, source=args.source)

@@ -72,6 +72,8 @@ class TrainOptions:
     stop_after: int | None = None
     #: also keep the weights every this many steps (``snapshots/step-NNNNNNN.safetensors``: learning curves)
     snapshot_every: int | None = None
+    #: also write every log.csv row to TensorBoard (``tensorboard/`` in the run; needs the tensorboard extra)
+    tensorboard: bool = False
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,39 @@ def _prepare_run_dir(run_dir: Path, spec: RunSpec, *, resume: bool, force: bool)
     return "resume"
 
 
+#: the run's TensorBoard folder (with ``TrainOptions.tensorboard``)
+TENSORBOARD = "tensorboard"
+
+
+def _check_tensorboard() -> None:
+    try:
+        import tensorboard  # noqa: F401
+        from torch.utils.tensorboard import SummaryWriter  # noqa: F401
+    except ImportError:
+        raise FactorbenchError("--tensorboard needs the tensorboard package: pip install 'factorbench[tensorboard]'") \
+            from None
+
+
+class _TensorBoardLog:
+    """log.csv's rows as TensorBoard scalars (``loss``, ``recon``, ..., ``steps_per_s``). A resumed run starts
+    a new event file that purges the events after the resume step, so TensorBoard shows what log.csv holds."""
+
+    def __init__(self, folder: Path, resumed_at: int | None) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(str(folder), purge_step=None if resumed_at is None else resumed_at + 1)
+
+    def write(self, row: dict[str, float]) -> None:
+        step = int(row["step"])
+        for key, value in row.items():
+            if key not in ("step", "wall_time_s"):
+                self.writer.add_scalar(key, value, step, walltime=None)
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
 class _CsvLog:
     def __init__(self, path: Path, keep_until: int | None) -> None:
         self.path = path
@@ -272,6 +307,8 @@ def train(config: ModelConfig, dataset: str | Path, run_dir: str | Path, *, spli
     precision = choose_precision(options.precision, device)
     if options.log_every < 1 or options.checkpoint_every_s <= 0:
         raise FactorbenchError("log_every and checkpoint_every_s must be positive")
+    if options.tensorboard:
+        _check_tensorboard()
     _check_writable(run_dir)
     path = resolve_dataset(dataset, source=source, progress=options.progress)
     data = TrainingData(path, split, memory_limit=options.memory_limit)
@@ -363,6 +400,7 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
         segment["determinism"] = cuda_determinism(precision)
     segments.append(segment)
     log = _CsvLog(run_dir / LOG, keep_until=start if resume else None)
+    board = _TensorBoardLog(run_dir / TENSORBOARD, start if resume else None) if options.tensorboard else None
     stop_at = config.steps if options.stop_after is None else min(config.steps, options.stop_after)
 
     sums: dict[str, torch.Tensor] = {k: torch.tensor(v, dtype=torch.float32, device=device)
@@ -398,7 +436,10 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
                                    f"{advice[0].upper()}{advice[1:]}")
         now = time.perf_counter()
         rate = (step - step_interval) / max(now - t_interval, 1e-9)
-        log.write({"step": step, "wall_time_s": wall_before + now - t_start, "steps_per_s": rate, **values})
+        row = {"step": step, "wall_time_s": wall_before + now - t_start, "steps_per_s": rate, **values}
+        log.write(row)
+        if board is not None:
+            board.write(row)
         sums, counts, count, t_interval, step_interval = {}, {}, 0, now, step
         return {**values, "steps_per_s": rate}
 
@@ -444,6 +485,8 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
                                               f"{run_dir}: continue with --resume")
         finally:
             bar.close()
+            if board is not None:
+                board.close()
     wall = wall_before + time.perf_counter() - t_start
     rate = (step - start) / max(time.perf_counter() - t_start, 1e-9)
     checkpoint(step, wall)

@@ -253,6 +253,14 @@ class Dataset(_Table):
         view = self.split(split) if split else self.subset(slice(None))
         return view.to_torch(transform, target_transform, target)
 
+    def to_hf(self, split: str | None = None, *, cache_dir: str | os.PathLike | None = None,
+              keep_in_memory: bool = False) -> Any:
+        """The dataset (or ``split``) as a Hugging Face ``datasets.Dataset`` (:func:`factorbench.benchmark.hf.to_hf`;
+        needs the ``hf`` extra); ``.to_parquet(path)`` writes it as Parquet."""
+        from .hf import to_hf
+
+        return to_hf(self.split(split) if split else self, cache_dir=cache_dir, keep_in_memory=keep_in_memory)
+
 
 class Subset(_Table):
     """Rows ``indices`` of a dataset (a split or any selection), read lazily from the same file."""
@@ -287,6 +295,12 @@ class Subset(_Table):
         from ._torch import TorchDataset  # torch is optional: import it only here
 
         return TorchDataset(self.dataset, self.indices, transform, target_transform, target)
+
+    def to_hf(self, *, cache_dir: str | os.PathLike | None = None, keep_in_memory: bool = False) -> Any:
+        """These rows as a Hugging Face ``datasets.Dataset`` (:func:`factorbench.benchmark.hf.to_hf`)."""
+        from .hf import to_hf
+
+        return to_hf(self, cache_dir=cache_dir, keep_in_memory=keep_in_memory)
 
 
 def load(path: str | os.PathLike) -> Dataset:

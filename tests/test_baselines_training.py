@@ -408,3 +408,42 @@ def test_a_same_device_resume_records_its_segments(generated, tmp_path):
     segments = json.loads((tmp_path / "run" / "DONE").read_text())["segments"]
     assert [(s["from_step"], s["noise"]) for s in segments] == [(0, "seeded"), (8, "restored")]
     assert segments[0]["device"] == segments[1]["device"] and segments[0]["precision"] == segments[1]["precision"]
+
+
+def test_tensorboard_holds_what_log_csv_holds_also_after_a_resume(generated, tmp_path):
+    """--tensorboard: every log.csv row as scalars at its step; a run stopped at step 17 and resumed shows each
+    step once (the resumed event file purges what followed the checkpoint), with log.csv's values."""
+    pytest.importorskip("tensorboard")
+    import csv
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    config = _tiny(steps=40)
+    board = {**QUIET.__dict__, "tensorboard": True}
+    train(config, generated("square"), tmp_path / "run", options=TrainOptions(**{**board, "stop_after": 17}))
+    train(config, generated("square"), tmp_path / "run", resume=True, options=TrainOptions(**board))
+    rows = list(csv.DictReader(open(tmp_path / "run" / "log.csv")))
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    events.Reload()
+    assert set(events.Tags()["scalars"]) == set(rows[0]) - {"step", "wall_time_s"}
+    for tag in ("loss", "recon", "kl"):
+        scalars = events.Scalars(tag)
+        assert [s.step for s in scalars] == [int(r["step"]) for r in rows] == [10, 20, 30, 40]
+        assert np.allclose([s.value for s in scalars], [float(r[tag]) for r in rows], rtol=1e-5)
+
+
+def test_tensorboard_without_its_package_is_a_clear_error_before_any_work(generated, tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_tensorboard(name, *args, **kwargs):
+        if name == "tensorboard" or name.startswith("tensorboard."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_tensorboard)
+    with pytest.raises(FactorbenchError, match=r"pip install 'factorbench\[tensorboard\]'"):
+        train(_tiny(steps=5), generated("square"), tmp_path / "run", options=TrainOptions(**{**QUIET.__dict__,
+                                                                                              "tensorboard": True}))
+    assert not (tmp_path / "run").exists()
