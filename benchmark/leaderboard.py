@@ -37,8 +37,9 @@ from typing import Any
 from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.outputs import check_output_dir
 
-from .protocols import PROTOCOLS, Protocol, get_protocol
+from .columns import score_column
 from .kinds import KINDS
+from .protocols import PROTOCOLS, Protocol, get_protocol
 from .results import REFERENCE_DIR, EvaluationResult, ScoresTable, _reference_results, _runs_of, _table_of
 
 __all__ = ["MARKER", "build_site"]
@@ -121,13 +122,6 @@ if (allColumns) {
 }
 """
 
-#: (metric, field) -> short column name; the header's title gives the full key
-_SHORT = {("dci", "disentanglement"): "D", ("dci", "completeness"): "C", ("dci", "informativeness"): "I",
-          ("minimality_sufficiency", "minimality"): "min", ("minimality_sufficiency", "sufficiency"): "suff",
-          ("mig", "score"): "MIG", ("sap", "score"): "SAP", ("modularity", "score"): "mod",
-          ("explicitness", "score"): "expl", ("irs", "score"): "IRS", ("downstream", "score"): "acc",
-          ("d_lsbd", "score"): "D_LSBD", ("d_lsbd", "sum"): "D_LSBD sum", ("beta_vae", "score"): "BetaVAE",
-          ("factor_vae", "score"): "FactorVAE"}
 #: metric -> the heading of its definition in METRICS.md (the site's metrics.html)
 _DEFINED_IN = {"dci": "dci", "mig": "mig", "sap": "sap", "modularity": "modularity-and-explicitness",
                "explicitness": "modularity-and-explicitness", "beta_vae": "betavae-and-factorvae-scores",
@@ -138,25 +132,6 @@ _DEFINED_IN = {"dci": "dci", "mig": "mig", "sap": "sap", "modularity": "modulari
                "single_code_accuracy": "single-code-downstream-accuracy"}
 #: a score table with more columns than this opens in its compact view (the headline and the first group)
 COMPACT_OVER = 10
-
-
-def _column(protocol: Protocol | None, key: str) -> tuple[str, str, str]:
-    """(group, short name, metric) of a score column ``label.field``: the group is the dependence setting a
-    label starts with (``double-0.1`` of ``double-0.1.mig``), '' for a label that is its metric's own."""
-    label, _, name = key.rpartition(".")
-    call = next((c for c in protocol.metrics if c.label == label), None) if protocol is not None else None
-    metric = call.metric if call is not None else label
-    group, base = "", label
-    for candidate in (metric, label.rsplit(".", 1)[-1]):
-        if label.endswith("." + candidate):
-            group, base = label[:-len(candidate) - 1], candidate
-            break
-    short = _SHORT.get((metric, name)) or _SHORT.get((base, name))
-    if short is None:
-        short = name if base == metric else f"{base} {name}"
-    elif base.startswith("dci_"):
-        short = f"{base[len('dci_'):]} {short}"
-    return group, short, metric
 
 
 def _slug(heading: str) -> str:
@@ -213,7 +188,7 @@ def _headers(protocol: Protocol | None, columns: Sequence[str], directions: Sequ
              compact: set[str]) -> tuple[str, str]:
     """(group row or '', header cells) of score columns starting at table column ``first``: short names
     linked to their definition, the full key and direction as a tooltip, sortable by keyboard."""
-    parts = [_column(protocol, k) for k in columns]
+    parts = [score_column(protocol, k) for k in columns]
     cells = []
     for i, (key, better, (group, short, metric)) in enumerate(zip(columns, directions, parts)):
         anchor = _DEFINED_IN.get(metric)
@@ -242,7 +217,7 @@ def _compact_columns(protocol: Protocol | None, table: ScoresTable) -> set[str]:
     columns = list(table.columns)
     if len(columns) <= COMPACT_OVER:
         return set(columns)
-    groups = [_column(protocol, k)[0] for k in columns]
+    groups = [score_column(protocol, k)[0] for k in columns]
     first = next((g for g in groups if g), "")
     keep = {k for k, g in zip(columns, groups) if g == first} if first else set(columns[:COMPACT_OVER])
     return keep | {table.headline}

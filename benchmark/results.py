@@ -31,6 +31,7 @@ import numpy as np
 from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.spec import canonical_json, sha256_text
 
+from .columns import score_column
 from .protocols import PROTOCOLS, Protocol, get_protocol
 
 __all__ = ["EvaluationResult", "REFERENCE_DIR", "RESULT_FORMAT", "ScoresTable", "better_direction", "format_table",
@@ -762,12 +763,10 @@ def format_table(table: ScoresTable, fmt: str = "md") -> str:
             top = best[i] is not None and round(mean, 3) == round(best[i], 3) and model in {r[0] for r in competing}
             return f"\\textbf{{{text}}}" if top else text
 
-        from .leaderboard import _column
-
         proto = PROTOCOLS.get(table.protocol)
         names = []
         for key in table.columns:
-            group, short, _ = _column(proto, key)
+            group, short, _ = score_column(proto, key)
             names.append(f"{group}: {short}" if group else short)
         arrows = {"higher": r"$\uparrow$", "lower": r"$\downarrow$"}
         lines = [r"% needs \usepackage{booktabs}; bold: the best mean of each column among the rows that compete",
