@@ -1,6 +1,5 @@
 """Dataset generators: factors, specs, the registry, and the writer of dataset files."""
 
-from . import airplane, arrow, coil100, dsprites, modelnet40, mpi3d_toy, objects, shapes3d, square, teapot  # noqa: F401  (registers the datasets)
 from .base import Generator, generator_for_spec, get, list_datasets
 from .errors import FactorbenchError
 from .factors import Factor

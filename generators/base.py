@@ -2,12 +2,14 @@
 
 A generator has one core primitive, :meth:`Generator.render`, mapping a batch of factor values to
 uint8 images, plus the deterministic sampling of factor values for any range of sample indices.
-Subclasses that set ``name`` register themselves when the class is defined, so :func:`list_datasets`
-is always complete.
+Subclasses that set ``name`` register themselves when the class is defined. The built-in datasets'
+modules are imported on first use (:data:`BUILTIN`): a command that needs one dataset does not pay for
+importing the others (trimesh, scipy); :func:`list_datasets` imports them all.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -22,6 +24,17 @@ from .spec import DatasetSpec
 from .splits import RandomSplit, SplitSpec
 
 _REGISTRY: dict[str, type["Generator"]] = {}
+#: the built-in datasets: name -> the module of this package that defines (and registers) it
+BUILTIN = {"airplane": "airplane", "arrow": "arrow", "coil100": "coil100", "dsprites": "dsprites",
+           "modelnet40": "modelnet40", "mpi3d-toy": "mpi3d_toy", "objects": "objects", "shapes3d": "shapes3d",
+           "square": "square", "teapot": "teapot"}
+
+
+def _import_builtin(*names: str) -> None:
+    """Import (and so register) the built-in datasets ``names`` (default: all of them) not yet registered."""
+    for name in names or tuple(BUILTIN):
+        if name in BUILTIN and name not in _REGISTRY:
+            importlib.import_module(f".{BUILTIN[name]}", __package__)
 
 #: Factor values of i.i.d. datasets are drawn in blocks of this many samples, each block from its own
 #: seeded stream, so any index range (a shard, a resumed batch) is reproducible on its own.
@@ -177,6 +190,7 @@ class Generator(ABC):
 
 def list_datasets() -> dict[str, str]:
     """``{name: one-line description}`` of every registered dataset, sorted by name."""
+    _import_builtin()
     return {name: _REGISTRY[name].description for name in sorted(_REGISTRY)}
 
 
@@ -184,8 +198,9 @@ def get(name: str, params: Mapping[str, Any] | None = None, **options: Any) -> G
     """The generator called ``name`` with parameter overrides (strings or typed values) and run-time
     options that are not part of the data's identity (``backend`` for the 3D datasets, ``source`` for
     datasets built from local files)."""
+    _import_builtin(name)
     if name not in _REGISTRY:
-        raise FactorbenchError(f"unknown dataset {name!r}; available: {', '.join(sorted(_REGISTRY))} "
+        raise FactorbenchError(f"unknown dataset {name!r}; available: {', '.join(sorted(set(_REGISTRY) | set(BUILTIN)))} "
                                "(see `factorbench list`)")
     cls = _REGISTRY[name]
     for option in options:

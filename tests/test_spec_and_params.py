@@ -103,3 +103,21 @@ def test_generator_for_spec_rebuilds_the_generator_and_refuses_other_versions():
     old = DatasetSpec.from_dict({**spec.to_dict(), "version": "0.9.0"})
     with pytest.raises(FactorbenchError, match="made by version 0.9.0.*regenerate"):
         generator_for_spec(old)
+
+
+def test_builtin_datasets_register_on_first_use_and_the_cli_imports_none():
+    """Each built-in module registers exactly the name BUILTIN gives it; importing the CLI pulls in no dataset
+    module and none of trimesh, scipy, scikit-learn, torch, matplotlib (a command pays for what it uses)."""
+    import subprocess
+    import sys
+
+    from factorbench.generators import base, list_datasets
+
+    assert set(list_datasets()) >= set(base.BUILTIN)
+    for name, module in base.BUILTIN.items():
+        assert base._REGISTRY[name].__module__ == f"factorbench.generators.{module}"
+    code = ("import sys, factorbench.benchmark.cli; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('trimesh', 'scipy', 'sklearn', 'torch', 'matplotlib', 'moderngl') or m.startswith("
+            "'factorbench.generators.') and m.rsplit('.', 1)[-1] in " + repr(sorted(base.BUILTIN.values())) + "))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
