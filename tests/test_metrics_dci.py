@@ -264,6 +264,27 @@ def test_same_seed_same_result(uniform, regressor):
     assert a.to_dict() == b.to_dict()
 
 
+def test_forest_scores_do_not_depend_on_the_threads_that_grow_it(uniform, monkeypatch):
+    """The forest grows on every core it may use, yet its scores are those of one thread, bit for bit; a
+    thread limit in force (a sweep job's --threads) is honoured."""
+    import importlib
+
+    from threadpoolctl import threadpool_limits
+
+    dci_module = importlib.import_module("factorbench.benchmark.metrics.dci")  # the package exports dci()
+
+    codes = toy.with_noise_dims(toy.rotated(uniform, seed=1), 2, seed=2)
+    runs = {}
+    for threads in (1, 2, 3):
+        monkeypatch.setattr(dci_module, "forest_threads", lambda t=threads: t)
+        runs[threads] = dci(codes[:1800], uniform[:1800], codes[1800:], uniform[1800:], regressor="forest",
+                            seed=5).to_dict()
+    assert runs[1] == runs[2] == runs[3]
+    monkeypatch.undo()
+    with threadpool_limits(1):
+        assert dci_module.forest_threads() == 1
+
+
 def test_depth_limited_forest_matches_a_forest_grown_to_that_depth():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(1500, 4))

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -307,13 +308,29 @@ class _DepthLimitedForest:
         return _zero_rounding(mean / total if total > 0 else mean)
 
 
+def forest_threads() -> int:
+    """Threads that grow a forest's trees: the cores this process may use, at most the thread limit in force
+    (``threadpoolctl``, e.g. a sweep job's ``--threads``). The scores do not depend on it: every tree's seed
+    is drawn from ``random_state`` before any tree grows, and predictions are then summed in tree order
+    (the forest predicts single-threaded), so the numbers are those of one thread, bit for bit."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    from threadpoolctl import threadpool_info
+
+    limits = [int(p["num_threads"]) for p in threadpool_info() if p.get("num_threads")]
+    return max(1, min([cores, *limits]))
+
+
 def _fit_forest(x: np.ndarray, y: np.ndarray, grid: Sequence[Any], random_state: int,
                 options: _Options) -> list[_Model]:
-    """One random forest (``options.n_trees`` trees, single-threaded) grown to the deepest depth of
-    ``grid``, read at every depth of the grid (see :class:`_DepthLimitedForest`)."""
+    """One random forest (``options.n_trees`` trees, grown on :func:`forest_threads` threads) grown to the
+    deepest depth of ``grid``, read at every depth of the grid (see :class:`_DepthLimitedForest`)."""
     deepest = None if any(d is None for d in grid) else max(grid)
     forest = RandomForestRegressor(n_estimators=options.n_trees, max_depth=deepest, random_state=random_state,
-                                   n_jobs=1).fit(x, y)
+                                   n_jobs=forest_threads()).fit(x, y)
+    forest.set_params(n_jobs=1)  # threads would add the trees' predictions in the order they finish
     return [_DepthLimitedForest(forest, depth) for depth in grid]
 
 
