@@ -311,3 +311,19 @@ def test_every_shipped_result_is_valid_under_the_published_schema(capsys):
     assert "give it alone" in capsys.readouterr().err
     assert main(["scores"]) == 2
     assert "give a protocol" in capsys.readouterr().err
+
+
+def test_results_of_an_earlier_package_version_stay_readable():
+    """The shipped rows were written by earlier versions (0.1.0): they load and tabulate under this one."""
+    from factorbench.generators.fileformat import package_version
+
+    from factorbench.benchmark.results import REFERENCE_DIR
+
+    versions = {}
+    for path in sorted(REFERENCE_DIR.glob("square-lsbd-v1/*.json")):
+        document = json.loads(path.read_text())
+        for run in document.get("runs", [document]):
+            versions[run["package_version"]] = path
+    assert any(v != package_version() for v in versions)
+    table = scores_table("square-lsbd-v1")
+    assert {row[0] for row in table.rows} >= {"pca", "vae", "beta-vae"}
