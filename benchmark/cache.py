@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,7 @@ def verified_hashes(path: str | os.PathLike, *, force: bool = False, progress: b
         except (OSError, ValueError):
             pass
         if stamp.exists() and progress:
-            print(f"{path} changed since it was last verified: verifying every hash again")
+            print(f"{path} changed since it was last verified: verifying every hash again", file=sys.stderr)
     report = verify(path)
     if not report.ok:
         raise DataChanged(f"{path} failed verification ({'; '.join(report.problems)}): it changed since it was "
@@ -228,7 +229,8 @@ def prepare_dataset(ref: DatasetRef, *, source: str | os.PathLike | None = None,
     if not path.exists():
         _ensure_data_dir(directory)
         if progress:
-            print(f"generating {ref.generator} ({spec.n} images) into {path} (first use; later runs reuse it)")
+            print(f"generating {ref.generator} ({spec.n} images) into {path} (first use; later runs reuse it)",
+                  file=sys.stderr)
         building = path.with_name(path.name + ".building")  # renamed to path with every protocol's splits in
         if not building.exists():  # (an interrupted build resumes: write_dataset continues its .partial file)
             write_dataset(gen, building, seed=ref.seed, n=ref.n, progress=progress)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import os
+import sys
 import time
 import warnings
 from typing import Any
@@ -25,6 +26,7 @@ from .adapters import ADAPTERS, EvalContext, NotApplicable
 from .code_checks import code_warnings, probe_rows, probe_warnings
 from .cache import DataChanged, expected_rows, file_state, prepare_dataset, verified_hashes
 from .environment import environment_record
+from .metrics._progress import metric_progress
 from .dataset import load
 from .encoders import describe_encoder, encode, encode_images, load_encoder
 from .protocols import Protocol, get_protocol
@@ -263,10 +265,11 @@ def evaluate(protocol: str | Protocol, encoder: Any = None, *, codes: Any = None
         skipped: dict[str, str] = {}
         for call in calls:
             if progress:
-                print(f"  {call.label} ...", flush=True)
+                print(f"  {call.label} ...", file=sys.stderr, flush=True)
             t0 = time.perf_counter()
             try:
-                result = ADAPTERS[call.metric](ctx, call)
+                with metric_progress(call.label if progress else None):
+                    result = ADAPTERS[call.metric](ctx, call)
             except NotApplicable as why:
                 skipped[call.label] = str(why)
                 continue

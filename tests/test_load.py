@@ -18,12 +18,12 @@ def test_load_by_dataset_name_protocol_name_and_file(tmp_path, capsys):
         assert ds.spec.generator == "square" and len(ds) == 4096
         path, first = ds.path, np.array(ds.images[:8])
         assert {"train", "test", "correlated-single"} <= set(ds.split_names)  # the protocols' splits
-    assert "generating square" in capsys.readouterr().out
+    assert "generating square" in capsys.readouterr().err  # status on stderr
     expected = prepare_dataset(get_protocol("square-lsbd-v1").dataset, directory=tmp_path, progress=False)
     assert str(path) == str(expected)
     with factorbench.load("square-dependent-v1", data_dir=tmp_path, progress=False) as ds:  # reused, not regenerated
         assert str(ds.path) == str(expected)
-    assert capsys.readouterr().out == ""
+    assert capsys.readouterr() == ("", "")
     with factorbench.load(expected) as ds:
         assert np.array_equal(ds.images[:8], first)
     assert factorbench.__version__ == package_version()

@@ -285,6 +285,26 @@ def test_forest_scores_do_not_depend_on_the_threads_that_grow_it(uniform, monkey
         assert dci_module.forest_threads() == 1
 
 
+def test_long_fits_show_progress_on_a_terminal_only_inside_an_evaluation(uniform, monkeypatch):
+    import io
+    import sys
+
+    from factorbench.benchmark.metrics._progress import metric_progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    codes = toy.rotated(uniform, seed=1)
+    for named, expected in ((None, False), ("dci_forest", True)):
+        err = Terminal()
+        monkeypatch.setattr(sys, "stderr", err)
+        with metric_progress(named):
+            dci(codes[:1800], uniform[:1800], codes[1800:], uniform[1800:], regressor="forest", seed=5)
+        assert ("dci_forest: max_depth per factor" in err.getvalue()) is expected
+        assert ("3/3" in err.getvalue()) is expected  # every factor counted
+
+
 def test_depth_limited_forest_matches_a_forest_grown_to_that_depth():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(1500, 4))

@@ -46,6 +46,7 @@ import numpy as np
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestRegressor
 from sklearn.linear_model import lasso_path
 
+from ._progress import metric_steps
 from ._base import (
     MetricInputError,
     MetricResult,
@@ -536,7 +537,7 @@ def _fit_all(spec: _Regressor, options: _Options, codes: np.ndarray, targets: li
     fits = tuple(
         _fit_factor(spec, options, grid, int(states[j]), x, targets[j], x_val,
                     None if targets_val is None else targets_val[j], fit_rows)
-        for j in range(len(targets)))
+        for j in metric_steps(range(len(targets)), len(targets), f"{spec.hyperparameter or 'fit'} per factor"))
     return _Fit(spec, code_scale, fits, selection)
 
 

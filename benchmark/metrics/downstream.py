@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 
+from ._progress import metric_steps
 from ._base import (MetricInputError, MetricResult, check_classes, check_codes, check_factors, check_positive_int,
                     check_seed, constant_code_warnings, factor_classes, with_warnings)
 
@@ -75,7 +76,7 @@ def single_code_accuracy(codes: Any, factors: Any, *, classes: Any = None, group
     d, k = z.shape[1], y.shape[1]
     accuracy = np.zeros((d, k))
     chance = np.zeros(k)
-    for j in range(k):
+    for j in metric_steps(range(k), k, f"forests per factor ({d} codes each)"):
         counts = np.bincount(labels[train, j], minlength=labels[:, j].max() + 1)
         chance[j] = float(np.mean(labels[test, j] == counts.argmax()))
         for i in range(d):
