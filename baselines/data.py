@@ -170,6 +170,11 @@ class TrainingData:
         """(n, K) int64 grid classes of the split's rows, or None for a dataset without a grid."""
         return self._view.factor_classes
 
+    @property
+    def images_in_memory(self) -> np.ndarray | None:
+        """The split's uint8 images (n, H, W, C) when they are held in memory, else None (streamed)."""
+        return self._images
+
     def batch_positions(self, step: int, batch_size: int, seed: int) -> np.ndarray:
         """Indices into the split of the batch of ``step`` (see the module docstring)."""
         if self._order is None or self._order.key != (seed,):

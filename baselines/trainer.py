@@ -74,6 +74,10 @@ class TrainOptions:
     snapshot_every: int | None = None
     #: also write every log.csv row to TensorBoard (``tensorboard/`` in the run; needs the tensorboard extra)
     tensorboard: bool = False
+    #: hold the split's uint8 images on the training device and gather each batch there: "auto" (on CUDA when
+    #: the split is in memory and takes at most a quarter of the GPU's free memory), "always", "never". The
+    #: batches are the same either way; families that draw their own batches (pairs, trajectories) do not.
+    resident_data: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -307,6 +311,8 @@ def train(config: ModelConfig, dataset: str | Path, run_dir: str | Path, *, spli
     precision = choose_precision(options.precision, device)
     if options.log_every < 1 or options.checkpoint_every_s <= 0:
         raise FactorbenchError("log_every and checkpoint_every_s must be positive")
+    if options.resident_data not in ("auto", "always", "never"):
+        raise FactorbenchError(f"resident_data {options.resident_data!r}: choose auto, always or never")
     if options.tensorboard:
         _check_tensorboard()
     _check_writable(run_dir)
@@ -334,12 +340,26 @@ def train(config: ModelConfig, dataset: str | Path, run_dir: str | Path, *, spli
         data.close()
 
 
+def _resident_images(data: TrainingData, device: torch.device, mode: str) -> torch.Tensor | None:
+    """The split's uint8 images on ``device`` (batches are then gathered there), or None (see
+    ``TrainOptions.resident_data``)."""
+    if mode not in ("auto", "always", "never"):
+        raise FactorbenchError(f"resident_data {mode!r}: choose auto, always or never")
+    images = data.images_in_memory
+    if mode == "never" or images is None:
+        return None
+    if mode == "auto" and (device.type != "cuda" or images.nbytes > torch.cuda.mem_get_info(device)[0] // 4):
+        return None
+    return torch.from_numpy(images).to(device)
+
+
 def _to_device(raw: Any, device: torch.device, channels_last: bool) -> Any:
-    """uint8 images (n, H, W, C) -> float (n, C, H, W) in [0, 1] on ``device``; a dict of arrays (a family's
-    ``batches``) -> the same dict of tensors, its ``"images"`` converted so and its ``"host_*"`` entries left
-    as numpy arrays."""
+    """uint8 images (n, H, W, C) -> float (n, C, H, W) in [0, 1] on ``device`` (from a numpy array, or a uint8
+    tensor already there); a dict of arrays (a family's ``batches``) -> the same dict of tensors, its
+    ``"images"`` converted so and its ``"host_*"`` entries left as numpy arrays."""
     def images(a: Any) -> torch.Tensor:
-        x = torch.from_numpy(a).to(device, non_blocking=True).permute(0, 3, 1, 2).float().div_(255.0)
+        u8 = a if isinstance(a, torch.Tensor) else torch.from_numpy(a).to(device, non_blocking=True)
+        x = u8.permute(0, 3, 1, 2).float().div_(255.0)
         return x if channels_last else x.contiguous()
 
     if isinstance(raw, dict):  # "host_*" entries stay numpy arrays: reading them never waits for the GPU
@@ -394,8 +414,10 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
         noise = extra["noise"]
         if extra.get("scaler"):
             scaler.load_state_dict(extra["scaler"])
+    resident = _resident_images(data, device, options.resident_data) if draw is None else None
     segment = {"from_step": start, "device": str(device), "device_name": _device_name(device),
-               "precision": precision, "noise": noise, "threads": torch.get_num_threads()}
+               "precision": precision, "noise": noise, "threads": torch.get_num_threads(),
+               "data_on_device": resident is not None}
     if device.type == "cuda":
         segment["determinism"] = cuda_determinism(precision)
     segments.append(segment)
@@ -447,8 +469,14 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
                dynamic_ncols=True)
     with _stop_signals(stop_event) as stop:
         try:
-            raw_batches = (data.batches(start, stop_at, config.batch_size, config.seed) if draw is None
-                           else data.stream(draw, start, stop_at))
+            if draw is not None:
+                raw_batches: Any = data.stream(draw, start, stop_at)
+            elif resident is not None:  # gathered on the device: the same rows as data.batches
+                raw_batches = (resident.index_select(0, torch.from_numpy(
+                    data.batch_positions(s, config.batch_size, config.seed)).to(device, non_blocking=True))
+                    for s in range(start, stop_at))
+            else:
+                raw_batches = data.batches(start, stop_at, config.batch_size, config.seed)
             for raw in raw_batches:
                 x = _to_device(raw, device, memory_format is not None)
                 apply_lr_schedule(optimizers, config, step)

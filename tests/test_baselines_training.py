@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import signal
 import subprocess
@@ -447,3 +448,24 @@ def test_tensorboard_without_its_package_is_a_clear_error_before_any_work(genera
         train(_tiny(steps=5), generated("square"), tmp_path / "run", options=TrainOptions(**{**QUIET.__dict__,
                                                                                               "tensorboard": True}))
     assert not (tmp_path / "run").exists()
+
+
+def test_batches_gathered_on_the_device_train_the_same_run(generated, tmp_path):
+    """The split held on the training device and each batch gathered there (the CUDA default when it fits;
+    forced here on the CPU) gives the same weights and log as batches gathered on the host."""
+    config = _tiny(steps=30)
+    runs = {}
+    for mode in ("never", "always"):
+        train(config, generated("square"), tmp_path / mode, options=TrainOptions(**{**QUIET.__dict__,
+                                                                                   "resident_data": mode}))
+        runs[mode] = _weights(tmp_path / mode)
+        done = json.loads((tmp_path / mode / "DONE").read_text())
+        assert done["segments"][0]["data_on_device"] is (mode == "always")
+    assert runs["never"].keys() == runs["always"].keys()
+    assert all(np.array_equal(runs["never"][k], runs["always"][k]) for k in runs["never"])
+    logs = [[{k: v for k, v in row.items() if k not in ("wall_time_s", "steps_per_s")}
+             for row in csv.DictReader(open(tmp_path / mode / "log.csv"))] for mode in ("never", "always")]
+    assert logs[0] == logs[1]
+    with pytest.raises(FactorbenchError, match="resident_data 'gpu': choose auto, always or never"):
+        train(config, generated("square"), tmp_path / "bad", options=TrainOptions(**{**QUIET.__dict__,
+                                                                                    "resident_data": "gpu"}))
