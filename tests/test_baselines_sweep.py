@@ -156,15 +156,26 @@ def test_reference_plan(tmp_path):
     # the VAE family on the three torus sets and objects, LSBD-VAE (L = 1024 and 0 on the torus sets, 256 on
     # objects), Ada-GVAE, Ada-ML-VAE and Quessard et al.'s model on all four; VAE, beta-VAE and InfoGAN on the
     # teapot; then the appended LSBD-VAE with L = 0 on objects; then the object-set entries on COIL-100 (the
-    # VAE family, LSBD-VAE with L = 0 and 256, Ada-GVAE, Ada-ML-VAE, Quessard); three seeds each
-    assert plan.name == "reference-v1" and len(jobs) == (7 * 3 + 7 + 3 + 3 + 1 + 2 * 3 + 2 + 3 + 1 + 3 + 1 + 12) * 3
+    # VAE family, LSBD-VAE with L = 0 and 256, Ada-GVAE, Ada-ML-VAE, Quessard); then the ablations (Ada with
+    # k = 1 on square and arrow, LSBD-VAE fully labelled with gamma 100 on objects and COIL-100, Quessard at a
+    # tenth of the steps on the four sets); three seeds each
+    assert plan.name == "reference-v1" and len(jobs) == (7 * 3 + 7 + 3 + 3 + 1 + 2 * 3 + 2 + 3 + 1 + 3 + 1 + 12 + 10) * 3
     assert [j.id for j in jobs[150:153]] == [f"lsbd-vae-0/objects/seed{k}" for k in range(3)]
-    coil = [j for j in jobs if j.dataset.name == "coil100"]
+    coil = [j for j in jobs if j.dataset.name == "coil100" and j.index < 189]
     assert [j.index for j in coil] == list(range(153, 189)) and {j.protocols for j in coil} == {("coil100-lsbd-v1",)}
     objects = {(j.entry.name, j.seed): j.config for j in jobs if j.dataset.name == "objects"}
     assert all(j.config == objects[j.entry.name, j.seed] for j in coil)  # the objects entries' settings
+    ablations = [j for j in jobs if j.index >= 189]
+    assert {j.entry.name for j in ablations} == {"ada-gvae-k1", "ada-ml-vae-k1", "lsbd-vae-all-g100", "quessard-1k"}
+    by_id = {j.id: j.config for j in jobs}
+    assert by_id["ada-gvae-k1/arrow/seed1"] == dataclasses.replace(by_id["ada-gvae/arrow/seed1"], k=1)
+    assert by_id["lsbd-vae-all-g100/objects/seed2"] == dataclasses.replace(
+        by_id["lsbd-vae-256/objects/seed2"], labelled_pairs=2048, gamma=100.0)  # every image of 64 x 64 in a pair
+    assert by_id["lsbd-vae-all-g100/coil100/seed0"].labelled_pairs == 100 * 72 // 2
+    assert by_id["quessard-1k/objects/seed0"] == dataclasses.replace(by_id["quessard/objects/seed0"], steps=1000)
     # the measured budgets (BASELINES.md, "Budget")
-    assert {e.steps for e in plan.entries if "teapot" not in e.datasets and not e.model.startswith("ada-")} == {10000}
+    assert {e.steps for e in plan.entries if "teapot" not in e.datasets and not e.model.startswith("ada-")
+            and e.name != "quessard-1k"} == {10000}
     assert {e.steps for e in plan.entries if e.model.startswith("ada-")} == {20000}
     assert {e.model: e.steps for e in plan.entries if "teapot" in e.datasets} == \
         {"vae": 20000, "beta-vae": 20000, "infogan": 30000}
