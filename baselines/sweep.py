@@ -187,6 +187,30 @@ def check_finished_unchanged(jobs: Sequence[Job], sweep_dir: Path) -> None:
                                "give the changed settings a new entry (name = ...), or use another sweep directory")
 
 
+def check_precision(jobs: Sequence[Job], sweep_dir: Path, precision: str) -> None:
+    """Refuse (before any work) ``--precision P`` where finished jobs were trained in another precision: a
+    job's precision is part of what it computes (bf16 and fp32 runs of one config differ in every score),
+    so an fp32 replicate of bf16 rows is another sweep directory, not a rerun. ``auto`` takes the jobs as
+    they are."""
+    if precision == "auto":
+        return
+    other: dict[str, list[str]] = {}
+    for job in jobs:
+        for p in job.protocols:
+            if _result_state(Path(sweep_dir), job, p) != "done":
+                continue
+            trained = ((_read_json(result_path(Path(sweep_dir), p, job)) or {}).get("training") or {}).get("trained") or {}
+            if trained.get("precision") not in (None, precision):
+                other.setdefault(str(trained["precision"]), []).append(job.id)
+            break
+    if other:
+        listed = "; ".join(f"{len(ids)} in {prec} ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})"
+                           for prec, ids in sorted(other.items()))
+        raise FactorbenchError(f"--precision {precision}: finished jobs of {sweep_dir} were trained in another precision: "
+                               f"{listed}. A job's precision is part of what it computes: for {precision} replicates use "
+                               "another sweep directory (--dir), or leave --precision auto to keep these")
+
+
 # ------------------------------------------------------------------------------------------------ locks
 
 #: how long a starting job keeps trying for its lock before it calls the job busy: a status probe holds the
@@ -791,6 +815,7 @@ def run_sweep(plan: Plan, sweep_dir: str | os.PathLike | None = None, *, engine:
     sweep_dir = Path(sweep_dir) if sweep_dir is not None else default_sweep_dir(plan)
     jobs = select(expand(plan), only)
     check_finished_unchanged(jobs, sweep_dir)
+    check_precision(jobs, sweep_dir, options.precision)
     outcome = {j.id: "skipped" for j in jobs if job_done(j, sweep_dir)}
     todo = tuple(j for j in jobs if j.id not in outcome)
     check_sources(todo, options)

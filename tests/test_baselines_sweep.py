@@ -371,6 +371,24 @@ def test_rerun_skips_everything_and_writes_nothing(swept, capsys):
     assert _tree(sweep_dir) == before
 
 
+def test_a_finished_job_in_another_precision_is_refused_not_rerun(swept, capsys):
+    """Precision is part of a job's identity: finished jobs trained in bf16 (fp32 on a CPU without bf16
+    units) are skipped under their own --precision and refused under the other one, before any work."""
+    plan, sweep_dir, _ = swept
+    job = expand(plan)[0]
+    trained = json.loads(result_path(sweep_dir, job.protocols[0], job).read_text())["training"]["trained"]
+    own, other = trained["precision"], {"bf16": "fp32", "fp32": "bf16"}[trained["precision"]]
+    before = _tree(sweep_dir)
+    mine = dataclasses.replace(OPTIONS, precision=own)
+    assert set(run_sweep(plan, sweep_dir, options=mine, **QUIET).values()) == {"skipped"}
+    with pytest.raises(FactorbenchError, match=f"--precision {other}: finished jobs .* 2 in {own} "
+                                               r"\(vae/square/seed0, vae/square/seed1\).*another sweep directory"):
+        run_sweep(plan, sweep_dir, options=dataclasses.replace(OPTIONS, precision=other), **QUIET)
+    assert cli(["sweep", plan.source, "--dir", str(sweep_dir), "--precision", other]) == 2
+    assert "use another sweep directory" in capsys.readouterr().err
+    assert _tree(sweep_dir) == before
+
+
 def test_a_changed_finished_entry_is_refused(swept, tmp_path):
     plan, sweep_dir, _ = swept
     changed = _plan(tmp_path, PLAN.replace("hidden = 32", "hidden = 48"))
