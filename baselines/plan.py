@@ -99,16 +99,21 @@ class Plan:
     entries: tuple[PlanEntry, ...]
     #: where the plan was read from (not part of its hash, nor of equality)
     source: str = dataclasses.field(default="", compare=False)
+    #: the precision every job trains in (``precision = "fp32"``), part of the plan; None: the sweep's
+    #: ``--precision`` (default auto) decides
+    precision: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The canonical content: everything that decides what is trained and evaluated."""
         return {"name": self.name, "description": self.description,
+                **({"precision": self.precision} if self.precision else {}),
                 "datasets": {k: v.to_dict() for k, v in sorted(self.datasets.items())},
                 "entries": [e.to_dict() for e in self.entries]}
 
     def to_table(self) -> dict[str, Any]:
         """The plan as the table a TOML file parses to, every setting explicit: ``parse_plan(p.to_table()) == p``."""
         return {"name": self.name, "description": self.description,
+                **({"precision": self.precision} if self.precision else {}),
                 "datasets": {k: v.to_dict() for k, v in self.datasets.items()},
                 "models": [e.to_dict() for e in self.entries]}
 
@@ -264,12 +269,16 @@ def parse_plan(data: Mapping[str, Any], source: str = "<plan>") -> Plan:
     """A plan from the parsed TOML table, every key checked (errors name ``source`` and the key)."""
     from . import models  # noqa: F401  (fills MODELS)
 
-    _unknown_keys(source, "top level", data, ("name", "description", "budget", "datasets", "models"))
+    _unknown_keys(source, "top level", data, ("name", "description", "precision", "budget", "datasets", "models"))
     name = _expect(source, "name", data.get("name"), str, "the plan's name")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):  # it names the sweep's folder
         raise _error(source, "name", f"{name!r} cannot name a sweep folder: start with a letter or digit, then use "
                      "letters, digits, '-', '_' and '.'")
     description = _expect(source, "description", data.get("description", ""), str, "a text")
+    precision = data.get("precision")
+    if precision is not None and precision not in ("bf16", "fp16", "fp32"):
+        raise _error(source, "precision", f"{precision!r}: choose bf16, fp16 or fp32 (or leave it out: the sweep's "
+                     "--precision decides)")
     budget = _expect(source, "[budget]", data.get("budget", {}), dict, "a table")
     _unknown_keys(source, "[budget]", budget, ("steps", "seeds"))
     steps = budget.get("steps")
@@ -295,7 +304,7 @@ def parse_plan(data: Mapping[str, Any], source: str = "<plan>") -> Plan:
     unused = sorted(set(datasets) - {d for e in entries for d in e.datasets})
     if unused:
         raise _error(source, f"[datasets.{unused[0]}]", "no model is trained on it; remove it or add it to an entry")
-    return Plan(name, description, datasets, entries, source)
+    return Plan(name, description, datasets, entries, source, precision)
 
 
 def find_plan(plan: str | os.PathLike) -> Path:

@@ -812,6 +812,11 @@ def run_sweep(plan: Plan, sweep_dir: str | os.PathLike | None = None, *, engine:
         raise FactorbenchError(f"--threads must be >= 1, got {options.threads}")
     if not (options.checkpoint_every_s > 0 and options.record_every_s > 0):
         raise FactorbenchError("--checkpoint-every and --record-every must be positive seconds")
+    if plan.precision:  # the plan fixes it: part of what its jobs compute
+        if options.precision not in ("auto", plan.precision):
+            raise FactorbenchError(f"--precision {options.precision}: plan {plan.name} trains in {plan.precision} "
+                                   "(its precision = ...); leave --precision out")
+        options = dataclasses.replace(options, precision=plan.precision)
     sweep_dir = Path(sweep_dir) if sweep_dir is not None else default_sweep_dir(plan)
     jobs = select(expand(plan), only)
     check_finished_unchanged(jobs, sweep_dir)

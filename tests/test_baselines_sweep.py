@@ -965,3 +965,25 @@ def test_slurm_pack_runs_k_jobs_per_array_task(tmp_path, monkeypatch, data_dir):
 
     idle = JobPaths(sweep_dir / "submitit" / "%j", job_id="4242_1", task_id=1).result_pickle
     assert idle.is_file() and "idle" in str(__import__("pickle").loads(idle.read_bytes()))
+
+
+def test_a_plan_can_fix_its_precision(tmp_path):
+    """precision = "fp32" in a plan: part of its hash, taken by the sweep under --precision auto, and a clash
+    with --precision is refused; the fp32 replicates plan holds reference-v1's square entries, seed 0."""
+    fixed = _plan(tmp_path, PLAN.replace('description = "two seeds of a tiny VAE on square"',
+                                         'description = "two seeds of a tiny VAE on square"\nprecision = "fp32"'),
+                  name="fixed.toml")
+    assert fixed.precision == "fp32" and fixed.hash() != _plan(tmp_path).hash()
+    assert parse_plan(fixed.to_table()) == fixed
+    with pytest.raises(FactorbenchError, match="--precision bf16: plan tiny trains in fp32"):
+        run_sweep(fixed, tmp_path / "sweep", options=dataclasses.replace(OPTIONS, precision="bf16"), **QUIET)
+    with pytest.raises(FactorbenchError, match="precision.*'fp64': choose bf16, fp16 or fp32"):
+        _plan(tmp_path, PLAN.replace('name = "tiny"', 'name = "tiny"\nprecision = "fp64"'), name="bad.toml")
+    replicates, reference = load_plan("precision-square-v1"), load_plan("reference-v1")
+    assert replicates.precision == "fp32" and reference.precision is None
+    by_id = {j.id: j.config for j in expand(reference)}
+    jobs = expand(replicates)
+    assert len(jobs) == 12 and all(j.seed == 0 and j.dataset.name == "square" for j in jobs)
+    assert all(j.config == by_id[j.id] for j in jobs)  # the shipped seed 0's configs, exactly
+    assert {j.entry.name for j in jobs} == {j.entry.name for j in expand(reference)
+                                            if j.dataset.name == "square" and j.index < 189}  # not the ablations
