@@ -937,6 +937,18 @@ def test_local_sweep_gives_each_job_a_gpu_of_its_own_pack(tmp_path, data_dir, mo
     for line in starts:  # the GPU the engine named is the one the job's process saw
         job_id, gpu = line.split()[1], line.split()[-1]
         assert records[job_id]["cuda_visible_devices"] == gpu
+    # a packed job is the run trained alone: the same weights as train() of its config in this process
+    from safetensors.numpy import load_file
+
+    from factorbench.baselines.trainer import TrainOptions, train
+
+    job = expand(plan)[2]
+    alone = train(job.config, "square", tmp_path / "alone", split=job.dataset.split,
+                  options=TrainOptions(progress=False, samples=False, threads=max(1, (os.cpu_count() or 1) // 2)))
+    packed = load_file(str(tmp_path / "sweep" / "runs" / records[job.id]["run_hash"] / "weights.safetensors"))
+    single = load_file(str(alone.run_dir / "weights.safetensors"))
+    assert alone.run_hash == records[job.id]["run_hash"] and packed.keys() == single.keys()
+    assert all(np.array_equal(packed[k], single[k]) for k in packed)
 
 
 def test_slurm_pack_runs_k_jobs_per_array_task(tmp_path, monkeypatch, data_dir):
