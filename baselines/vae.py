@@ -135,7 +135,9 @@ def annealed_vae_loss(out: dict[str, torch.Tensor], x: torch.Tensor, config: Ann
     recon, kl = _elbo_terms(out, x, config)
     c = capacity(step, config.c_max, config.c_steps)
     loss = recon + config.gamma * (kl - c).abs()
-    return Loss({"model": loss}, {"loss": loss, "recon": recon, "kl": kl, "capacity": torch.tensor(c)})
+    # the capacity logged as a tensor where the loss lives (a fill there; no host tensor per step)
+    return Loss({"model": loss},
+                {"loss": loss, "recon": recon, "kl": kl, "capacity": torch.full_like(kl.detach(), c)})
 
 
 def _family(loss: Any) -> Family:
