@@ -16,9 +16,12 @@ images grow by about 3 % (flat 2-D images compress worse one by one: +44 %, on f
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import re
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import h5py
@@ -38,7 +41,17 @@ COMPRESSION_LEVEL = 1
 READ_BLOCK_ROWS = 1024
 
 
+@functools.lru_cache(maxsize=1)
 def package_version() -> str:
+    """factorbench's version. From a source checkout (an editable install) it is read from the checkout's
+    pyproject.toml: the installed metadata can then be a stale ``factorbench.egg-info`` that Python finds
+    first on ``sys.path`` (the checkout's root, when commands run there). Otherwise the installed
+    distribution's."""
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    if pyproject.is_file():
+        match = re.search(r'^name = "factorbench"\n(?:.*\n)*?version = "([^"]+)"', pyproject.read_text(), re.MULTILINE)
+        if match:
+            return match.group(1)
     try:
         return metadata.version("factorbench")
     except metadata.PackageNotFoundError:  # running from a source tree that is not installed

@@ -259,3 +259,22 @@ def test_a_partial_file_in_use_by_another_process_is_left_alone(tmp_path, toy):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_package_version_is_the_checkouts_not_a_stale_egg_info(tmp_path):
+    """Run from a folder holding a stale factorbench.egg-info (which importlib.metadata finds first), the
+    version recorded in files and results is still the checkout's pyproject.toml version."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    stale = tmp_path / "factorbench.egg-info"
+    stale.mkdir()
+    (stale / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: factorbench\nVersion: 0.0.9\n")
+    code = ("from importlib import metadata; from factorbench.generators.fileformat import package_version; "
+            "print(metadata.version('factorbench'), package_version())")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    version = re.search(r'^version = "([^"]+)"', pyproject, re.MULTILINE).group(1)
+    assert out.stdout.split() == ["0.0.9", version]
