@@ -747,9 +747,11 @@ def _run_slurm(req: EngineRequest) -> dict[str, str]:
         executor.update_parameters(array_parallelism=req.parallel, **settings.executor_parameters())
     except (ValueError, TypeError) as exc:
         raise FactorbenchError(f"--slurm: {exc}") from None
+    at_once = req.parallel
     if req.pack > 1:  # K jobs per array task, one SLURM task each, sharing the allocation (and its GPU)
         groups = [tuple(j.id for j in req.jobs[i:i + req.pack]) for i in range(0, len(req.jobs), req.pack)]
-        executor.update_parameters(ntasks_per_node=req.pack, array_parallelism=min(req.parallel, len(groups)))
+        at_once = min(req.parallel, len(groups))
+        executor.update_parameters(ntasks_per_node=req.pack, array_parallelism=at_once)
         fn: SweepJob = PackedSweepJob(req.plan, req.sweep_dir, req.options, engine="slurm",
                                       signal_delay_s=settings.signal_delay_s)
         handles = submit_array(executor, fn, groups)
@@ -763,7 +765,7 @@ def _run_slurm(req: EngineRequest) -> dict[str, str]:
         packed = f", {req.pack} jobs per array task" if req.pack > 1 else ""
         req.echo(f"submitted {len(req.jobs)} job{'s' if len(req.jobs) != 1 else ''} as SLURM array "
                  f"{handles[0].job_id.split('_')[0]} ({len(handles)} task{'s' if len(handles) != 1 else ''}{packed}, "
-                 f"{req.parallel} at a time, {settings.time} min per attempt, up to {settings.max_num_timeout} requeues "
+                 f"{at_once} at a time, {settings.time} min per attempt, up to {settings.max_num_timeout} requeues "
                  "at the time limit); follow them with --status")
     return {j.id: "submitted" for j in req.jobs}
 
