@@ -51,7 +51,8 @@ def _dataset_ref(name: str, params: Mapping[str, Any]) -> "DatasetRef":
             return protocol.dataset
     known = sorted({repr(dict(p.dataset.params)) for p in PROTOCOLS.values() if p.dataset.generator == name})
     raise FactorbenchError(f"no protocol scores {name} with params {dict(params)!r}; the protocols' copies have "
-                           f"{' or '.join(known) or 'none'}; make another with `factorbench generate {name} --param ...`")
+                           f"{' or '.join(known) or 'none'}; make another with "
+                           f"`factorbench generate {name} --param ...`")
 
 
 def load(name: str | os.PathLike, *, params: Mapping[str, Any] | None = None,

@@ -253,7 +253,8 @@ class PairBatches:
         width = int((hi - lo).max())
         if len(rows) * width <= _VECTOR_CELLS:  # padded to the widest group: all rows at once
             offsets = np.minimum(lo[:, None] + np.arange(width), len(order) - 1)
-            differs = np.all(subset_classes[offsets] != own[:, None, :], axis=2) & (np.arange(width) < (hi - lo)[:, None])
+            inside = np.arange(width) < (hi - lo)[:, None]
+            differs = np.all(subset_classes[offsets] != own[:, None, :], axis=2) & inside
             return order[lo + np.argmax(np.cumsum(differs, axis=1) > rank[:, None], axis=1)]
         out = np.empty_like(rows)
         for p in range(len(rows)):  # wide groups (k close to the number of factors): row by row

@@ -140,7 +140,8 @@ def _sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=None, metavar="N", help="jobs run at once (default: 1 locally; under "
                    "SLURM all of them, the scheduler decides)")
     p.add_argument("--pack", type=int, default=None, metavar="K", help="jobs sharing one GPU, each in its own process "
-                   "(locally: default 8 where jobs train on GPUs, each job given one GPU; under SLURM: K jobs per array "
+                   "(locally: default 8 where jobs train on GPUs, each job given one GPU; under SLURM: K jobs per "
+                   "array "
                    "task, one SLURM task each; default 1); start CUDA MPS first for the most throughput")
     p.add_argument("--only", metavar="PATTERN", help="only these jobs: shell patterns over job ids (name/dataset/"
                    "seedK), job indices or ranges, comma-separated, e.g. 'vae/square/*' or '0-8'")

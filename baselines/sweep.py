@@ -199,16 +199,17 @@ def check_precision(jobs: Sequence[Job], sweep_dir: Path, precision: str) -> Non
         for p in job.protocols:
             if _result_state(Path(sweep_dir), job, p) != "done":
                 continue
-            trained = ((_read_json(result_path(Path(sweep_dir), p, job)) or {}).get("training") or {}).get("trained") or {}
+            result = _read_json(result_path(Path(sweep_dir), p, job)) or {}
+            trained = (result.get("training") or {}).get("trained") or {}
             if trained.get("precision") not in (None, precision):
                 other.setdefault(str(trained["precision"]), []).append(job.id)
             break
     if other:
         listed = "; ".join(f"{len(ids)} in {prec} ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})"
                            for prec, ids in sorted(other.items()))
-        raise FactorbenchError(f"--precision {precision}: finished jobs of {sweep_dir} were trained in another precision: "
-                               f"{listed}. A job's precision is part of what it computes: for {precision} replicates use "
-                               "another sweep directory (--dir), or leave --precision auto to keep these")
+        raise FactorbenchError(f"--precision {precision}: finished jobs of {sweep_dir} were trained in another "
+                               f"precision: {listed}. A job's precision is part of what it computes: for {precision} "
+                               "replicates use another sweep directory (--dir), or leave --precision auto to keep these")
 
 
 # ------------------------------------------------------------------------------------------------ locks
