@@ -233,8 +233,9 @@ def render_value(expression: str, sources: _Sources) -> str:
     - ``ours PROTOCOL MODEL KEY FORMAT``: ``msN`` mean ± sample std, ``mN`` mean, ``sN`` std, ``seedsN``
       every seed's value ("a, b and c", in seed order), ``n`` the number of runs (N decimals, default 2);
     - ``paper FILE TABLE MODEL KEY FORMAT``: ``msN``, ``mN`` or ``sN`` of a published cell;
-    - ``gap PROTOCOL MODEL KEY FILE TABLE``: our mean's distance from the published mean in published
-      standard deviations, one decimal."""
+    - ``gap PROTOCOL MODEL KEY FILE TABLE [PAPER_MODEL]``: our mean's distance from the published mean in
+      published standard deviations, one decimal (``PAPER_MODEL``: the published row, for an entry of ours
+      that varies it, e.g. ``quessard-1k`` against ``quessard``)."""
     parts = expression.split()
     try:
         if parts[0] == "ours" and len(parts) == 5:
@@ -253,9 +254,10 @@ def render_value(expression: str, sources: _Sources) -> str:
             _, name, table, model, key, fmt = parts
             mean, std = sources.published(name, table, model, key)
             return _mean_std(mean, std or 0.0, fmt)
-        elif parts[0] == "gap" and len(parts) == 6:
-            _, protocol, model, key, name, table = parts
+        elif parts[0] == "gap" and len(parts) in (6, 7):
+            _, protocol, model, key, name, table, *published_row = parts
             values = _values(sources.runs(protocol, model), key)
+            model = published_row[0] if published_row else model
             mean, std = sources.published(name, table, model, key)
             if not std:
                 raise FactorbenchError(f"the prose asks for a gap in standard deviations of {name} {table} {model} "
@@ -264,7 +266,7 @@ def render_value(expression: str, sources: _Sources) -> str:
     except (IndexError, ValueError) as exc:
         raise FactorbenchError(f"prose number <!--={expression}-->: {exc}") from None
     raise FactorbenchError(f"prose number <!--={expression}-->: not one of 'ours PROTOCOL MODEL KEY FORMAT', "
-                           "'paper FILE TABLE MODEL KEY FORMAT', 'gap PROTOCOL MODEL KEY FILE TABLE'")
+                           "'paper FILE TABLE MODEL KEY FORMAT', 'gap PROTOCOL MODEL KEY FILE TABLE [PAPER_MODEL]'")
 
 
 def render_prose(text: str, reference_dir: Path | None = None, sources: "_Sources | None" = None) -> str:
