@@ -197,9 +197,9 @@ def check_precision(jobs: Sequence[Job], sweep_dir: Path, precision: str) -> Non
     other: dict[str, list[str]] = {}
     for job in jobs:
         for p in job.protocols:
-            if _result_state(Path(sweep_dir), job, p) != "done":
+            result = _read_json(result_path(Path(sweep_dir), p, job))
+            if result is None or _mismatch(result, job, p):  # not a finished result of this job
                 continue
-            result = _read_json(result_path(Path(sweep_dir), p, job)) or {}
             trained = (result.get("training") or {}).get("trained") or {}
             if trained.get("precision") not in (None, precision):
                 other.setdefault(str(trained["precision"]), []).append(job.id)

@@ -342,9 +342,7 @@ def train(config: ModelConfig, dataset: str | Path, run_dir: str | Path, *, spli
 
 def _resident_images(data: TrainingData, device: torch.device, mode: str) -> torch.Tensor | None:
     """The split's uint8 images on ``device`` (batches are then gathered there), or None (see
-    ``TrainOptions.resident_data``)."""
-    if mode not in ("auto", "always", "never"):
-        raise FactorbenchError(f"resident_data {mode!r}: choose auto, always or never")
+    ``TrainOptions.resident_data``, checked by :func:`train`)."""
     images = data.images_in_memory
     if mode == "never" or images is None:
         return None
