@@ -23,6 +23,8 @@
 #   xdevice     a run checkpointed on the CPU resumed on the GPU, and the other way round
 #   tests       the test suite's training tests, train() pointed at DEVICE (a pytest plugin maps "auto")
 #   teapot      the 200,000-image teapot rendered with the gl backend (EGL) and timed
+#   sweep       (only with SWEEP_PLAN) a plan's jobs trained and scored on the GPU, PACK per GPU, then collected
+#               as reference files into $WORK/reference (bring them home; `factorbench sweep PLAN --restore`)
 #   then, while time is left: minimal (hand-written loop: eager fp32/bf16, vmap over 8 seeds,
 #   torch.compile), stream (square streamed from HDF5 as the teapot is), mps (pack under CUDA MPS);
 #   in 8 minutes these extras are usually cut: a second run `ONLY=minimal,stream,mps bash gpu_check.sh`
@@ -41,6 +43,9 @@
 #   PYTEST_ARGS="-k deterministic"   extra pytest arguments of the tests step (verbose, so that the failing
 #                     tests are named even when the step's timeout stops pytest before its summary)
 #   MIN_ARGS="--precision fp32;--precision bf16 --seeds 32"   the minimal step's runs, ';'-separated
+#   SWEEP_PLAN=almudevar-ortega-v1   SWEEP_ONLY='*/dsprites/*'   SWEEP_JOBS=$PACK   SWEEP_PRECISION=fp32
+#   SWEEP_CAP=480 (the sweep step's timeout, s; the last SWEEP_COLLECT_S=25 of it collect what finished)
+#   TESTS_CAP=110 (the tests step's timeout, s)
 #   MIN_STEPS=500     steps of each minimal run (default STEPS)    MIN_CAP=100   the minimal step's timeout (s)
 set -u
 set -o pipefail
@@ -724,6 +729,28 @@ step_tests() {
     case $rc in 0) STATUS=OK ;; 124|137) STATUS=TIMEOUT ;; *) STATUS=FAIL ;; esac
 }
 
+step_sweep() {
+    # a plan's jobs on this GPU (PACK processes share it); stopped by SIGTERM at the step's timeout less the
+    # collection time (running jobs checkpoint and count as interrupted), then every finished job collected
+    local log="$WORK/logs/sweep.log" dir="$WORK/sweep" ref="$WORK/reference" collect_s=${SWEEP_COLLECT_S:-25} rc util n
+    local pack=()
+    [ "$DEVICE" = cuda ] && pack=(--pack "$PACK")  # a CPU dry run runs the jobs side by side instead
+    if [ -z "${SWEEP_PLAN:-}" ]; then STATUS=SKIP; DETAIL="no SWEEP_PLAN given"; return; fi
+    mkdir -p "$ref"
+    gpu_sampler_start "$WORK/logs/gpu-sweep.csv"
+    tmo $(( STEP_T - collect_s )) "$VPY" -m factorbench.benchmark.cli sweep "$SWEEP_PLAN" --dir "$dir" \
+        ${SWEEP_ONLY:+--only "$SWEEP_ONLY"} --jobs "${SWEEP_JOBS:-$PACK}" ${pack[@]+"${pack[@]}"} --device "$DEVICE" \
+        --precision "${SWEEP_PRECISION:-fp32}" --threads "$THREADS" > "$log" 2>&1
+    rc=$?
+    util=$(gpu_sampler_stop "$WORK/logs/gpu-sweep.csv")
+    fb sweep "$SWEEP_PLAN" --dir "$dir" --status > "$WORK/logs/sweep-status.txt" 2>&1
+    tmo $(( collect_s - 3 )) "$VPY" -m factorbench.benchmark.cli sweep "$SWEEP_PLAN" --dir "$dir" --collect "$ref" \
+        >> "$log" 2>&1
+    n=$(find "$ref" -name '*.json' | wc -l)
+    DETAIL="$SWEEP_PLAN ${SWEEP_ONLY:-(all)}: $(grep -m1 -E '^[0-9]+ jobs' "$WORK/logs/sweep-status.txt"); $n reference files in $ref$util"
+    case $rc in 0) STATUS=OK ;; 124|137) STATUS=TIMEOUT ;; *) STATUS=FAIL; DETAIL="rc $rc: $DETAIL; $(tail -1 "$log")" ;; esac
+}
+
 step_teapot() {
     local log="$WORK/logs/teapot.log" out="$WORK/teapot.h5" gl t0 rc
     rm -f "$out" "$out.partial"
@@ -808,7 +835,8 @@ run_step   minimal     ${MIN_CAP:-100}   30  step_minimal
 run_step   mps         100   40  step_mps
 run_step   eval         90   25  step_eval
 run_step   xdevice      40   15  step_xdevice
-run_step   tests       110   30  step_tests
+run_step   tests       ${TESTS_CAP:-110}   30  step_tests
+run_step   sweep       ${SWEEP_CAP:-480}   60  step_sweep
 run_step   teapot      150   30  step_teapot
 run_step   stream       60   20  step_stream
 exit 0
