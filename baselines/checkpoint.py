@@ -119,6 +119,17 @@ def save_checkpoint(path: Path, model: torch.nn.Module, optimizers: dict[str, to
     atomic_write_bytes(path, _reproducible(save(tensors, metadata=metadata)))
 
 
+def _match_parameter_strides(opt: torch.optim.Optimizer) -> None:
+    """Give each per-parameter state tensor (Adam's moments) its parameter's memory layout. Checkpoints hold
+    contiguous tensors; a channels-last convolution's moments loaded as they are would have other strides
+    than the weight, which CUDA's fused Adam refuses ("params, grads, exp_avgs, and exp_avg_sqs must have
+    same dtype, device, and layout"). The values are unchanged, so the resumed run stays bit-identical."""
+    for param, slots in opt.state.items():
+        for key, value in slots.items():
+            if isinstance(value, torch.Tensor) and value.shape == param.shape and value.stride() != param.stride():
+                slots[key] = torch.empty_like(param, dtype=value.dtype).copy_(value)
+
+
 def noise_seed_after_device_change(noise_seed: int, step: int) -> int:
     """The seed of the noise generator of a run resumed at ``step`` on another kind of device than the one
     that wrote its checkpoint: a CPU generator's state (5,056 bytes) and a CUDA generator's (16 bytes) cannot
@@ -156,6 +167,7 @@ def load_checkpoint(path: Path, model: torch.nn.Module, optimizers: dict[str, to
             index, slot = key.split("/", 1)
             state.setdefault(int(index), {})[slot] = value
         opt.load_state_dict({"state": state, "param_groups": optim_meta[group]["param_groups"]})
+        _match_parameter_strides(opt)
     saved = tensors["rng/noise"]
     saved_kind = str(extra.get("device") or generator.device.type).split(":")[0]
     if saved_kind == generator.device.type and saved.numel() == generator.get_state().numel():

@@ -469,3 +469,37 @@ def test_batches_gathered_on_the_device_train_the_same_run(generated, tmp_path):
     with pytest.raises(FactorbenchError, match="resident_data 'gpu': choose auto, always or never"):
         train(config, generated("square"), tmp_path / "bad", options=TrainOptions(**{**QUIET.__dict__,
                                                                                     "resident_data": "gpu"}))
+
+
+def test_a_resumed_optimiser_keeps_its_parameters_memory_layout(tmp_path):
+    """Checkpoints store contiguous tensors; a channels-last convolution's Adam moments come back with the
+    weight's strides (CUDA's fused Adam refuses moments laid out otherwise than their parameter) and the
+    same values, so that the resumed step equals the uninterrupted one."""
+    from factorbench.baselines.checkpoint import load_checkpoint, save_checkpoint
+
+    def net() -> torch.nn.Module:
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.Flatten(),
+                                   torch.nn.Linear(8 * 6 * 6, 2)).to(memory_format=torch.channels_last)
+
+    x = torch.randn(4, 3, 8, 8).to(memory_format=torch.channels_last)
+    model = net()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    model(x).square().sum().backward()
+    opt.step()
+    save_checkpoint(tmp_path / "c.safetensors", model, {"model": opt}, torch.Generator(), 1, {"device": "cpu"})
+    resumed = net()
+    resumed_opt = torch.optim.Adam(resumed.parameters(), lr=1e-2)
+    load_checkpoint(tmp_path / "c.safetensors", resumed, {"model": resumed_opt}, torch.Generator())
+    conv_weight = resumed[0].weight
+    assert not conv_weight.is_contiguous()  # channels-last: the case contiguous checkpoints lose
+    for param, saved in zip(resumed.parameters(), model.parameters()):
+        moments = resumed_opt.state[param]
+        for key in ("exp_avg", "exp_avg_sq"):
+            assert moments[key].stride() == param.stride()
+            assert torch.equal(moments[key], opt.state[saved][key])
+    for m, o in ((model, opt), (resumed, resumed_opt)):
+        o.zero_grad()
+        m(x).square().sum().backward()
+        o.step()
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), resumed.parameters()))
