@@ -42,7 +42,10 @@ from typing import Any
 from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.spec import canonical_json, sha256_text
 
-from .config import MODELS, ModelConfig, make_config
+from .config import MODELS, OMITTED_AT_DEFAULT, ModelConfig, make_config
+
+#: the defaults of the settings a recorded config leaves out when they are at their default
+_OMITTED_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name in OMITTED_AT_DEFAULT}
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -451,7 +454,8 @@ def sweep_run_problem(training: Mapping[str, Any], protocol: str, model: str) ->
     dataset_table = raw.get("datasets", {}).get(dataset, {})
     seeds = entry.get("seeds", budget.get("seeds", []))
     stated = {**entry.get("params", {}), "steps": entry.get("steps", budget.get("steps"))}
-    have = config.get("params", {})
+    # a config records the settings of OMITTED_AT_DEFAULT only where they differ from their defaults
+    have = {**_OMITTED_DEFAULTS, **config.get("params", {})}
     changed = sorted(k for k, v in stated.items() if _plain(have.get(k)) != _plain(v))
     if entry.get("model") != config.get("model"):
         return f"plan {name} entry {model!r} now trains {entry.get('model')!r}, not {config.get('model')!r}", "plan"

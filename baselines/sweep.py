@@ -871,6 +871,8 @@ class JobStatus:
     external_steps: int = 0
     #: its results were restored from reference files (:func:`restore`), not run in this directory
     restored: bool = False
+    #: the kind of device a restored job's run trained on ("cpu", "cuda"; "" when not restored or not recorded)
+    trained_on: str = ""
     #: what SLURM says about the job's latest submission when it is not done (pending and why, NODE_FAIL, ...)
     slurm: str = ""
 
@@ -919,7 +921,8 @@ def sweep_status(plan: Plan, sweep_dir: str | os.PathLike | None = None, only: s
         out.append(JobStatus(job, state, record.get("error", "") if state == "failed" else "",
                              float(record.get("cpu_s", 0.0)), float(record.get("wall_s", 0.0)),
                              int(record.get("attempts", 0)), step, int(record.get("external_steps", 0)),
-                             state == "done" and bool(record.get("restored"))))
+                             state == "done" and bool(record.get("restored")),
+                             str(record.get("device", "")) if state == "done" and record.get("restored") else ""))
     if ask_slurm:
         told = slurm_states(sweep_dir, [s.job.id for s in out if s.state != "done"])
         out = [dataclasses.replace(s, slurm=told[s.job.id].describe()) if s.job.id in told else s for s in out]
@@ -930,9 +933,11 @@ def _estimate_cpu_s(statuses: Sequence[JobStatus]) -> float | None:
     """CPU seconds the unfinished jobs still need: the finished jobs' CPU seconds per step the sweep
     trained (steps of runs trained elsewhere do not count), averaged over the same entry and dataset where
     there are some, else over the same model on any dataset, else over the whole sweep, times the steps
-    left. None before any job the sweep trained has finished."""
+    left. Restored jobs whose runs trained on a GPU do not count: their CPU seconds say nothing of a step's
+    cost on a CPU. None before any job the sweep trained has finished."""
     rates = [(s.job, s.cpu_s / (s.job.config.steps - s.external_steps)) for s in statuses
-             if s.state == "done" and s.cpu_s > 0 and s.job.config.steps > s.external_steps]
+             if s.state == "done" and s.cpu_s > 0 and s.job.config.steps > s.external_steps
+             and s.trained_on.split(":")[0] in ("", "cpu")]
     if not rates:
         return None
     total = 0.0
@@ -1126,6 +1131,7 @@ def restore(plan: Plan, sweep_dir: str | os.PathLike | None = None, source: str 
             "wall_s": float(training.get("trained", {}).get("wall_time_s", 0.0))
             + sum(float(r["training"]["sweep"].get("evaluation_wall_time_s", 0.0)) for r in runs),
             "restored": str(source), "host": training["sweep"].get("host", ""),
+            "device": str(training.get("trained", {}).get("device", "")),
             "updated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}, indent=1, sort_keys=True))
     done = len({job_id for job_id in touched if job_done(jobs[job_id], sweep_dir)})
     echo(f"restored {len(written)} result{'s' if len(written) != 1 else ''} from {source} into {sweep_dir}; "

@@ -470,6 +470,11 @@ def test_status_estimate_leaves_out_steps_trained_elsewhere(swept, tmp_path):
     statuses[2] = JobStatus(jobs["beta-vae/square/seed1"], "left")
     assert _estimate_cpu_s(statuses) == pytest.approx(2.0 * 30 + 2.0 * 30 + 2.0 * 20)
     assert _estimate_cpu_s(statuses[1:]) is None
+    # a restored job trained on a GPU: its CPU seconds per step are no estimate of a CPU's
+    statuses[0] = JobStatus(jobs["vae/square/seed0"], "done", cpu_s=6.0, restored=True, trained_on="cuda")
+    assert _estimate_cpu_s(statuses) is None
+    statuses[0] = JobStatus(jobs["vae/square/seed0"], "done", cpu_s=60.0, restored=True, trained_on="cpu")
+    assert _estimate_cpu_s(statuses) == pytest.approx(2.0 * 30 + 2.0 * 30 + 2.0 * 20)
 
 
 def test_a_job_failing_in_its_process_is_reported(tmp_path, data_dir, capsys):
@@ -550,7 +555,7 @@ def test_restore_puts_collected_runs_back_into_a_new_sweep_directory(swept, tmp_
             assert _scores(result_path(fresh, protocol, job)) == _scores(result_path(sweep_dir, protocol, job))
             assert restored["training"] == original["training"]
     statuses = sweep_status(plan, fresh)
-    assert [(s.state, s.restored) for s in statuses] == [("done", True)] * 2
+    assert [(s.state, s.restored, s.trained_on) for s in statuses] == [("done", True, "cpu")] * 2
     # the training CPU time the runs recorded (the estimate uses it), not counted as spent in this directory
     trained = [json.loads(result_path(sweep_dir, "square-lsbd-v1", j).read_text())["training"]["trained"]
                for j in expand(plan)]
@@ -999,3 +1004,21 @@ def test_a_plan_can_fix_its_precision(tmp_path):
     assert all(j.config == by_id[j.id] for j in jobs)  # the shipped seed 0's configs, exactly
     assert {j.entry.name for j in jobs} == {j.entry.name for j in expand(reference)
                                             if j.dataset.name == "square" and j.index < 189}  # not the ablations
+
+
+def test_a_run_is_not_stale_for_a_setting_its_config_leaves_out_at_the_default():
+    """Recorded configs leave out weight_decay, lr_decay_every and lr_decay_factor at their defaults (so that
+    older runs keep their hashes); a plan entry that states one of them at its default still matches."""
+    import copy
+
+    from factorbench.baselines.plan import sweep_run_problem
+    from factorbench.benchmark.results import REFERENCE_DIR
+
+    path = REFERENCE_DIR / "dsprites-dependent-v1" / "beta-vae.chen-mlp.json"
+    training = json.loads(path.read_text())["runs"][0]["training"]
+    assert "lr_decay_factor" not in training["config"]["params"]  # the entry states 0.1, the default
+    assert sweep_run_problem(training, "dsprites-dependent-v1", "beta-vae.chen-mlp") == ("", "config")
+    changed = copy.deepcopy(training)
+    changed["config"]["params"]["lr_decay_factor"] = 0.5
+    problem, _ = sweep_run_problem(changed, "dsprites-dependent-v1", "beta-vae.chen-mlp")
+    assert "lr_decay_factor = 0.1 (the run: 0.5)" in problem
