@@ -30,7 +30,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["BEGIN", "END", "PROSE_NUMBER", "PUBLISHED_DIR", "Comparison", "COMPARISONS", "render_prose",
+__all__ = ["BEGIN", "END", "PROSE_NUMBER", "PUBLISHED_DIR", "Comparison", "COMPARISONS", "MetaComparison",
+           "META_COMPARISONS", "render_prose",
            "render_tables", "render_value", "update_document"]
 
 PUBLISHED_DIR = Path(__file__).with_name("published")
@@ -96,6 +97,60 @@ COMPARISONS = (
     Comparison("Teapot (Eastwood & Williams Table 1 and zero-shot table)", "teapot-dci-v1", "eastwood-williams-2018",
                "teapot", _EASTWOOD, "Eastwood & Williams report one trained model per row, without a spread."),
 )
+
+
+@dataclass(frozen=True)
+class MetaComparison:
+    """One meta-evaluation (Almudévar & Ortega's Figures 4 and 5): the Spearman correlations across the
+    encoders that ``plan`` trained, under the dependent-factor ``protocol`` with the ``companion``
+    protocol's metrics in the independent setting. Their figures are heat maps without printed numbers,
+    so the paper's side is its stated findings, in the prose."""
+
+    title: str
+    protocol: str
+    companion: str
+    plan: str
+    note: str = ""
+
+
+META_COMPARISONS = tuple(
+    MetaComparison(f"{title} (Almudévar & Ortega Figures 4 and 5)", f"{name}-dependent-v1", f"{name}-dci-v1",
+                   "almudevar-ortega-v1")
+    for title, name in (("dSprites", "dsprites"), ("Shapes3D", "shapes3d"), ("MPI3D-toy", "mpi3d-toy")))
+
+#: bootstrap resamples of the meta-evaluation tables (seeded: the document is reproducible)
+META_N_BOOT = 1000
+
+
+def _planned_jobs(plan: str, protocol: str) -> int:
+    """How many jobs of ``plan`` are scored under ``protocol`` (read from its TOML file, no model code)."""
+    from .plan import _raw_plan
+
+    raw = _raw_plan(plan) or {}
+    datasets = {d for d, table in raw.get("datasets", {}).items() if protocol in table.get("protocols", [])}
+    seeds = raw.get("budget", {}).get("seeds", [])
+    return sum(len(entry.get("seeds", seeds)) * len(datasets & set(entry.get("datasets", [])))
+               for entry in raw.get("models", []))
+
+
+def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
+    from factorbench.benchmark.experiments.metric_meta_evaluation import format_meta_evaluation
+
+    planned = _planned_jobs(meta.plan, meta.protocol)
+    result = sources.meta(meta.protocol)
+    lines = [f"### {meta.title}", ""]
+    if result is None:
+        lines.append(f"Protocol `{meta.protocol}` (with `{meta.companion}`): fewer than 3 of the {planned} encoders "
+                     f"that `{meta.plan}` trains are collected, too few for a rank correlation.")
+    else:
+        lines += [f"Protocol `{meta.protocol}`, with `{meta.companion}`'s metrics in the independent setting (the one "
+                  f"it scores); {len(result.encoders)} of the {planned} encoders that `{meta.plan}` trains: "
+                  + ", ".join(f"`{e}`" for e in result.encoders) + ". `python -m "
+                  f"factorbench.benchmark.experiments.metric_meta_evaluation {meta.protocol} --with {meta.companion} "
+                  f"--plan {meta.plan}` prints it.", "", format_meta_evaluation(result).rstrip()]
+    if meta.note:
+        lines += ["", meta.note]
+    return "\n".join(lines)
 
 
 def _published(name: str) -> dict[str, Any]:
@@ -167,7 +222,8 @@ def _planned(protocol: str) -> set[str]:
 def render_tables(reference_dir: Path | None = None, sources: "_Sources | None" = None) -> str:
     """The generated part of REPRODUCTION.md (``sources``: results already read, shared with the prose)."""
     sources = sources if sources is not None else _Sources(reference_dir)
-    return "\n\n".join(_table(comparison, sources.protocol(comparison.protocol)) for comparison in COMPARISONS)
+    return "\n\n".join([_table(comparison, sources.protocol(comparison.protocol)) for comparison in COMPARISONS]
+                       + [_meta_table(meta, sources) for meta in META_COMPARISONS])
 
 
 #: a number of the prose: ``<!--=EXPRESSION-->VALUE<!---->``, VALUE rewritten from EXPRESSION (see :func:`render_value`)
@@ -181,6 +237,7 @@ class _Sources:
         self.reference_dir = reference_dir
         self._results: dict[str, Mapping[str, Sequence[EvaluationResult]]] = {}
         self._published: dict[str, dict[str, Any]] = {}
+        self._meta: dict[str, Any] = {}
 
     def protocol(self, protocol: str) -> Mapping[str, Sequence[EvaluationResult]]:
         """The validated reference results of ``protocol``, read once (none where its folder is missing)."""
@@ -188,6 +245,22 @@ class _Sources:
             folder = self.reference_dir / protocol if self.reference_dir is not None else None
             self._results[protocol] = reference_results(protocol, folder) if folder is None or folder.is_dir() else {}
         return self._results[protocol]
+
+    def meta(self, protocol: str) -> Any:
+        """The meta-evaluation of the :data:`META_COMPARISONS` entry of ``protocol`` (None with fewer than 3
+        encoders collected), computed once."""
+        from factorbench.benchmark.experiments.metric_meta_evaluation import meta_evaluate_protocol, runs_of_plan
+
+        if protocol not in self._meta:
+            entry = next((m for m in META_COMPARISONS if m.protocol == protocol), None)
+            if entry is None:
+                raise FactorbenchError(f"no meta-evaluation of {protocol}: one of "
+                                       + ", ".join(m.protocol for m in META_COMPARISONS))
+            results = runs_of_plan(self.protocol(protocol), entry.plan)
+            companion = runs_of_plan(self.protocol(entry.companion), entry.plan)
+            self._meta[protocol] = meta_evaluate_protocol(protocol, results, companion, n_boot=META_N_BOOT) \
+                if sum(len(runs) for runs in results.values()) >= 3 else None
+        return self._meta[protocol]
 
     def runs(self, protocol: str, model: str) -> Sequence[EvaluationResult]:
         runs = self.protocol(protocol).get(model)
@@ -235,7 +308,10 @@ def render_value(expression: str, sources: _Sources) -> str:
     - ``paper FILE TABLE MODEL KEY FORMAT``: ``msN``, ``mN`` or ``sN`` of a published cell;
     - ``gap PROTOCOL MODEL KEY FILE TABLE [PAPER_MODEL]``: our mean's distance from the published mean in
       published standard deviations, one decimal (``PAPER_MODEL``: the published row, for an entry of ours
-      that varies it, e.g. ``quessard-1k`` against ``quessard``)."""
+      that varies it, e.g. ``quessard-1k`` against ``quessard``);
+    - ``rho PROTOCOL TARGET METRIC SETTING FORMAT``: a cell of the meta-evaluation of ``PROTOCOL``
+      (:data:`META_COMPARISONS`): ``mN`` Spearman's rho, ``ciN`` its bootstrap interval, ``n`` the number
+      of encoders (``~`` in METRIC stands for a space)."""
     parts = expression.split()
     try:
         if parts[0] == "ours" and len(parts) == 5:
@@ -254,6 +330,25 @@ def render_value(expression: str, sources: _Sources) -> str:
             _, name, table, model, key, fmt = parts
             mean, std = sources.published(name, table, model, key)
             return _mean_std(mean, std or 0.0, fmt)
+        elif parts[0] == "rho" and len(parts) == 6:
+            _, protocol, target, metric, setting, fmt = parts
+            result = sources.meta(protocol)
+            if result is None:
+                raise FactorbenchError(f"the prose cites a correlation under {protocol}, which has too few encoders")
+            if fmt == "n":
+                return str(len(result.encoders))
+            metric = metric.replace("~", " ")  # a metric name with spaces (a negated one) is written with ~
+            try:
+                s, m, t = result.settings.index(setting), result.metrics.index(metric), result.targets.index(target)
+            except ValueError:
+                raise FactorbenchError(f"the prose cites {target} x {metric} in setting {setting} of {protocol}, "
+                                       f"which its meta-evaluation lacks") from None
+            if fmt.startswith("ci"):
+                d = _digits(fmt, "ci")
+                return f"[{result.low[s, m, t]:.{d}f}, {result.high[s, m, t]:.{d}f}]"
+            if fmt.startswith("m"):
+                return f"{result.rho[s, m, t]:.{_digits(fmt, 'm')}f}"
+            raise ValueError(f"format {fmt!r} is not one of mN, ciN, n")
         elif parts[0] == "gap" and len(parts) in (6, 7):
             _, protocol, model, key, name, table, *published_row = parts
             values = _values(sources.runs(protocol, model), key)
@@ -266,7 +361,8 @@ def render_value(expression: str, sources: _Sources) -> str:
     except (IndexError, ValueError) as exc:
         raise FactorbenchError(f"prose number <!--={expression}-->: {exc}") from None
     raise FactorbenchError(f"prose number <!--={expression}-->: not one of 'ours PROTOCOL MODEL KEY FORMAT', "
-                           "'paper FILE TABLE MODEL KEY FORMAT', 'gap PROTOCOL MODEL KEY FILE TABLE [PAPER_MODEL]'")
+                           "'paper FILE TABLE MODEL KEY FORMAT', 'gap PROTOCOL MODEL KEY FILE TABLE [PAPER_MODEL]', "
+                           "'rho PROTOCOL TARGET METRIC SETTING FORMAT'")
 
 
 def render_prose(text: str, reference_dir: Path | None = None, sources: "_Sources | None" = None) -> str:

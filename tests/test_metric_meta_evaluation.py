@@ -97,3 +97,41 @@ def test_the_shipped_square_population_and_the_command(capsys, tmp_path):
     assert settings == ["independent", "single", "double-0.1", "triple", "confounded"]
     assert metrics == ["minimality_sufficiency.minimality", "minimality_sufficiency.sufficiency", "mig.score",
                        "sap.score", "modularity.score"]
+
+
+def test_a_companion_protocols_metrics_join_the_independent_setting_oriented():
+    """``with_companion`` adds the companion's scalars to the independent setting only where the row lacks
+    them, never its targets; ``oriented`` negates a lower-is-better scalar, so that its correlation with the
+    target has the sign of agreement."""
+    from factorbench.benchmark.experiments.metric_meta_evaluation import LOWER_IS_BETTER, with_companion
+
+    population = _population(12)
+    companion = {name: {"error.nrmse" + LOWER_IS_BETTER: -(1 - row["independent.downstream.score"]),
+                        "downstream.score": 0.0, "good.score": -1.0}
+                 for name, row in population.items()}
+    joined, added = with_companion(population, companion, "independent")
+    assert added == ["error.nrmse" + LOWER_IS_BETTER]  # the target and a metric the row has are not taken
+    name = next(iter(population))
+    assert joined[name]["independent.good.score"] == population[name]["independent.good.score"]
+    assert "dependent.error.nrmse" + LOWER_IS_BETTER not in joined[name]
+    result = meta_evaluate(joined, metrics=["good.score", "error.nrmse" + LOWER_IS_BETTER], n_boot=50)
+    t = result.targets.index("downstream.score")
+    assert result.rho[0, 1, t] == pytest.approx(1.0)  # lower error, higher accuracy: agreement
+    assert math.isnan(result.rho[1, 1, t])  # computed on independent data only
+
+
+def test_the_shipped_dsprites_population_with_its_dci_companion(capsys):
+    from factorbench.benchmark.experiments.metric_meta_evaluation import LOWER_IS_BETTER, runs_of_plan
+    from factorbench.benchmark.results import reference_results
+
+    results = reference_results("dsprites-dci-v1")
+    planned = runs_of_plan(results, "almudevar-ortega-v1")
+    assert planned and "pca" not in planned and all(
+        r.training["sweep"]["plan"] == "almudevar-ortega-v1" for runs in planned.values() for r in runs)
+    oriented = population_of(planned, oriented=True)
+    row = next(iter(oriented.values()))
+    assert "dci.informativeness" not in row and row["dci.informativeness" + LOWER_IS_BETTER] < 0
+    assert main(["dsprites-dependent-v1", "--with", "dsprites-dci-v1", "--plan", "almudevar-ortega-v1",
+                 "--n-boot", "50"]) == 0
+    out = capsys.readouterr().out
+    assert f"| do_tran.jemmig{LOWER_IS_BETTER} |" in out and "| dci.disentanglement |" in out

@@ -122,8 +122,12 @@ def test_check_reports_an_edited_reference_file_without_a_traceback(tmp_path, ca
     from factorbench.baselines.reproduction import main
 
     ref = tmp_path / "ref"
-    for comparison in COMPARISONS:
-        shutil.copytree(REFERENCE_DIR / comparison.protocol, ref / comparison.protocol, dirs_exist_ok=True)
+    from factorbench.baselines.reproduction import META_COMPARISONS
+
+    protocols = [c.protocol for c in COMPARISONS] + [p for m in META_COMPARISONS for p in (m.protocol, m.companion)]
+    for protocol in protocols:
+        if (REFERENCE_DIR / protocol).is_dir():
+            shutil.copytree(REFERENCE_DIR / protocol, ref / protocol, dirs_exist_ok=True)
     doc = tmp_path / "REPRODUCTION.md"
     shutil.copy(Path(__file__).resolve().parent.parent / "REPRODUCTION.md", doc)
     assert main(["--check", "--file", str(doc), "--reference-dir", str(ref)]) == 0
@@ -169,6 +173,22 @@ def test_prose_numbers_are_generated_once_from_full_precision_and_checked(tmp_pa
                          ("mean of everything", "not one of")]:
         with pytest.raises(FactorbenchError, match=message):
             render_prose(f"<!--={bad}-->1<!---->")
+    # a cell of a meta-evaluation: Spearman's rho, its bootstrap interval, the number of encoders
+    from factorbench.baselines.reproduction import _Sources
+
+    sources = _Sources(None)
+    meta = sources.meta("dsprites-dependent-v1")
+    s, m, t = (meta.settings.index("triple"), meta.metrics.index("mig.score"), meta.targets.index("irs.score"))
+    assert render_value("rho dsprites-dependent-v1 irs.score mig.score triple m3", sources) == f"{meta.rho[s, m, t]:.3f}"
+    assert render_value("rho dsprites-dependent-v1 irs.score mig.score triple ci2", sources) == \
+        f"[{meta.low[s, m, t]:.2f}, {meta.high[s, m, t]:.2f}]"
+    assert render_value("rho dsprites-dependent-v1 irs.score mig.score triple n", sources) == str(len(meta.encoders))
+    negated = "dci.informativeness~(negated:~lower~is~better)"
+    assert float(render_value(f"rho dsprites-dependent-v1 downstream.score {negated} independent m2", sources)) > 0
+    for bad, message in [("rho dsprites-dependent-v1 irs.score nothing.score triple m2", "lacks"),
+                         ("rho square-lsbd-v1 irs.score mig.score triple m2", "no meta-evaluation")]:
+        with pytest.raises(FactorbenchError, match=message):
+            render_value(bad, sources)
     # the document's own numbers: test_the_document_is_up_to_date renders them too (update_document)
     assert "<!--=ours square-lsbd-v1 vae d_lsbd.sum ms2-->" in (ROOT / "REPRODUCTION.md").read_text()
 

@@ -14,6 +14,12 @@ apart).
 
     python -m factorbench.benchmark.experiments.metric_meta_evaluation square-dependent-v1
     python -m factorbench.benchmark.experiments.metric_meta_evaluation square-dependent-v1 --add mine.json --plot fig.png
+    python -m factorbench.benchmark.experiments.metric_meta_evaluation dsprites-dependent-v1 \
+        --with dsprites-dci-v1 --plan almudevar-ortega-v1
+
+``--with`` adds the metrics of a companion protocol scored on the same encoders' independent data (DCI,
+BetaVAE, FactorVAE, Do & Tran's) to the independent setting, the one setting in which they are computed;
+``--plan`` keeps only the runs a plan trained.
 """
 
 from __future__ import annotations
@@ -30,8 +36,9 @@ import numpy as np
 
 from factorbench.generators.errors import FactorbenchError
 
-__all__ = ["MetaEvaluation", "TARGETS", "format_meta_evaluation", "meta_evaluate", "plot_meta_evaluation",
-           "population_of", "protocol_order", "spearman"]
+__all__ = ["MetaEvaluation", "TARGETS", "format_meta_evaluation", "meta_evaluate", "meta_evaluate_protocol",
+           "plot_meta_evaluation", "runs_of_plan",
+           "population_of", "protocol_order", "spearman", "with_companion"]
 
 #: the targets of Almudévar & Ortega's Figures 4 (downstream accuracy) and 5 (IRS), as scalar names
 #: within a setting (``<label>.<scalar>``)
@@ -150,10 +157,17 @@ def protocol_order(protocol: Any, population: Mapping[str, Mapping[str, float]],
     return settings, [m for m in dict.fromkeys(metrics) if m not in targets]
 
 
-def population_of(results: Mapping[str, Sequence[Any]], trained_only: bool = True) -> dict[str, dict[str, float]]:
+#: the suffix of a scalar that is better when lower, negated by ``population_of(oriented=True)``
+LOWER_IS_BETTER = " (negated: lower is better)"
+
+
+def population_of(results: Mapping[str, Sequence[Any]], trained_only: bool = True,
+                  oriented: bool = False) -> dict[str, dict[str, float]]:
     """One row of scalars per run: ``"<model>/seed<k>"`` (or ``"<model>/run<i>"``) -> ``run.scalars()``, from
     ``{model: [runs]}`` (:func:`factorbench.benchmark.results.reference_results`). ``trained_only`` leaves
-    out the reference encoders without training provenance (``ideal``, ``random``, ``pca``)."""
+    out the reference encoders without training provenance (``ideal``, ``random``, ``pca``). ``oriented``:
+    a scalar the run marks better when lower (an error, JEMMIG) is negated and renamed ``KEY`` +
+    :data:`LOWER_IS_BETTER`, so that a positive correlation always means the metric ranks as the target."""
     rows: dict[str, dict[str, float]] = {}
     for model, runs in results.items():
         for i, run in enumerate(runs):
@@ -161,8 +175,38 @@ def population_of(results: Mapping[str, Sequence[Any]], trained_only: bool = Tru
             if trained_only and not training:
                 continue
             seed = (training.get("sweep") or {}).get("seed")
-            rows[f"{model}/seed{seed}" if seed is not None else f"{model}/run{i}"] = run.scalars()
+            scalars = run.scalars()
+            if oriented:
+                directions = getattr(run, "directions", {}) or {}
+                scalars = {(k + LOWER_IS_BETTER if directions.get(k) == "lower" else k):
+                           (-v if directions.get(k) == "lower" else v) for k, v in scalars.items()}
+            rows[f"{model}/seed{seed}" if seed is not None else f"{model}/run{i}"] = scalars
     return rows
+
+
+def with_companion(population: Mapping[str, Mapping[str, float]], companion: Mapping[str, Mapping[str, float]],
+                   setting: str, targets: Sequence[str] = TARGETS) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """``population`` with each encoder's scalars under a companion protocol (``companion``, rows as
+    :func:`population_of` gives them, matched by name) added as metrics of ``setting``, where its own row
+    lacks them; and the names of the metrics added, in the companion's order. The targets are never taken
+    from the companion (each protocol computes its own). Encoders without a companion row keep theirs."""
+    added: list[str] = []
+    out = {name: dict(row) for name, row in population.items()}
+    for name, row in out.items():
+        for key, value in companion.get(name, {}).items():
+            if key in targets or f"{setting}.{key}" in population[name]:
+                continue
+            row[f"{setting}.{key}"] = value
+            if key not in added:
+                added.append(key)
+    return out, added
+
+
+def runs_of_plan(results: Mapping[str, Sequence[Any]], plan: str) -> dict[str, list[Any]]:
+    """``{model: [runs]}`` with only the runs a sweep of ``plan`` trained (models left without runs dropped)."""
+    kept = {model: [r for r in runs if ((r.training or {}).get("sweep") or {}).get("plan") == plan]
+            for model, runs in results.items()}
+    return {model: runs for model, runs in kept.items() if runs}
 
 
 def format_meta_evaluation(result: MetaEvaluation, digits: int = 2) -> str:
@@ -211,6 +255,24 @@ def plot_meta_evaluation(result: MetaEvaluation, path: str | Path) -> Path:
     return path
 
 
+def meta_evaluate_protocol(protocol: str, results: Mapping[str, Sequence[Any]],
+                           companion: Mapping[str, Sequence[Any]] | None = None, trained_only: bool = True,
+                           n_boot: int = 1000, seed: int = 0) -> MetaEvaluation:
+    """:func:`meta_evaluate` of a dependent-factor protocol's results (``{model: [runs]}``), in the
+    protocol's order of settings and metrics, with the companion protocol's metrics (``companion``,
+    :func:`with_companion`, oriented: a metric better when lower is negated) added to its first
+    (independent) setting."""
+    from factorbench.benchmark.protocols import get_protocol
+
+    population = population_of(results, trained_only=trained_only)
+    settings, metrics = protocol_order(get_protocol(protocol), population)
+    if companion:
+        population, added = with_companion(population, population_of(companion, trained_only=trained_only,
+                                                                      oriented=True), settings[0])
+        metrics = metrics + [m for m in added if m not in metrics]
+    return meta_evaluate(population, metrics=metrics, settings=settings, n_boot=n_boot, seed=seed)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("protocol", help="a dependent-factor protocol, e.g. square-dependent-v1")
@@ -218,6 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--add", action="append", default=[], metavar="JSON", help="more results (repeatable)")
     parser.add_argument("--with-reference-encoders", action="store_true",
                         help="also count ideal, random and pca (left out by default: they are not trained encoders)")
+    parser.add_argument("--with", dest="companion", default=None, metavar="PROTOCOL",
+                        help="also the metrics of this protocol (scored on the same encoders' independent data, e.g. "
+                             "dsprites-dci-v1), in the independent setting")
+    parser.add_argument("--plan", default=None, help="only the runs this plan trained, e.g. almudevar-ortega-v1")
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot", metavar="PNG", default=None, help="also write the heat maps")
@@ -225,12 +291,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from factorbench.benchmark.results import reference_results
 
-        from factorbench.benchmark.protocols import get_protocol
-
         results = reference_results(args.protocol, args.dir, add=args.add)
-        population = population_of(results, trained_only=not args.with_reference_encoders)
-        settings, metrics = protocol_order(get_protocol(args.protocol), population)
-        result = meta_evaluate(population, metrics=metrics, settings=settings, n_boot=args.n_boot, seed=args.seed)
+        companion = reference_results(args.companion) if args.companion else {}
+        if args.plan:
+            results, companion = runs_of_plan(results, args.plan), runs_of_plan(companion, args.plan)
+        result = meta_evaluate_protocol(args.protocol, results, companion,
+                                        trained_only=not args.with_reference_encoders, n_boot=args.n_boot,
+                                        seed=args.seed)
         print(f"{args.protocol}: {len(result.encoders)} encoders ({len(results)} models)\n")
         print(format_meta_evaluation(result))
         if args.plot:
