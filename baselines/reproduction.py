@@ -191,10 +191,11 @@ def _table(comparison: Comparison, results: Mapping[str, Sequence[EvaluationResu
                                                                   and m not in ("ideal", "random")]
     for model in names:
         runs = results.get(model, ())
+        paper_row = published_row(model, rows)
         cells = []
         for key in shown:
             ours = _fmt(*_ours(runs, key)) if runs else "—"
-            theirs = _fmt(*_theirs(rows[model], columns, key)) if model in rows else "—"
+            theirs = _fmt(*_theirs(rows[paper_row], columns, key)) if paper_row else "—"
             cells.append(f"{ours} / {theirs}")
         lines.append(f"| {model} | {len(runs)} | " + " | ".join(cells) + " |")
     others = [m for m in rows if m not in names]
@@ -203,6 +204,20 @@ def _table(comparison: Comparison, results: Mapping[str, Sequence[EvaluationResu
     if comparison.note:
         lines += ["", comparison.note]
     return "\n".join(lines)
+
+
+#: a row of ours that varies only the training budget of a published row: ``<row>-<N>k`` (e.g. ``vae-30k``,
+#: ``quessard-1k``)
+BUDGET_VARIANT = re.compile(r"^(?P<row>.+)-(?P<thousands>\d+)k$")
+
+
+def published_row(model: str, rows: Mapping[str, Any]) -> str | None:
+    """The published row a row of ours is compared with: its own name, else (a budget variant,
+    :data:`BUDGET_VARIANT`) the row it varies; None when the paper has neither."""
+    if model in rows:
+        return model
+    match = BUDGET_VARIANT.match(model)
+    return match["row"] if match and match["row"] in rows else None
 
 
 def _planned(protocol: str) -> set[str]:

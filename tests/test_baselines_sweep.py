@@ -262,7 +262,7 @@ def test_more_bad_plans(tmp_path):
     with pytest.raises(FactorbenchError, match=r"'vae' on square is already entry #1; give one of them another name"):
         _plan(tmp_path, PLAN + BETA.replace("beta-vae", "vae").replace(", beta = 4.0", ""))
     with pytest.raises(FactorbenchError, match="neither a file nor a shipped plan; give a .toml file or one of "
-                                               "almudevar-ortega-v1, do-tran-v1, precision-square-v1, reference-v1"):
+                                               "almudevar-ortega-v1, do-tran-v1, precision-square-v1, reference-v1, tonnaer-30k-v1"):
         load_plan(tmp_path / "nowhere.toml")
     text = PLAN + '\n[datasets.arrow]\nprotocols = ["arrow-lsbd-v1"]\n'
     with pytest.raises(FactorbenchError, match=r"\[datasets.arrow\]: no model is trained on it"):

@@ -202,3 +202,13 @@ def test_the_cost_table_covers_every_job_and_is_up_to_date():
     costs = job_costs("reference-v1")
     assert list(costs) == [j.id for j in expand(load_plan("reference-v1"))]  # every job, in plan order
     assert costs["beta-vae/coil100/seed0"]["precision"] == "fp32" and costs["beta-vae/coil100/seed0"]["cpu_s"] > 0
+
+
+def test_a_budget_variant_is_compared_with_the_row_it_varies():
+    from factorbench.baselines.reproduction import published_row
+
+    rows = {"vae": [], "quessard": []}
+    assert published_row("vae", rows) == "vae"
+    assert published_row("vae-30k", rows) == "vae" and published_row("quessard-1k", rows) == "quessard"
+    assert published_row("ada-gvae-k1", rows) is None and published_row("beta-tcvae-30k", rows) is None
+    assert published_row("vae-k", rows) is None
