@@ -7,6 +7,15 @@
 #     bash tests/perf/gpu_check.sh         # everything, within BUDGET_S (default 480 s = 8 minutes)
 #     DEVICE=cpu STEPS=20 PACK=2 TEAPOT_N=512 CAP_SCALE=12 bash tests/perf/gpu_check.sh   # dry run on a CPU
 #
+# A lent session's call that trains a plan's jobs while the training tests run beside them (two checks, two
+# scratch folders; the wheels of an offline machine carried in an ignored folder):
+#
+#     export WHEELS=gpu-wheels
+#     (ONLY=tests TESTS_CAP=330 BUDGET_S=410 WORK=/tmp/fa bash tests/perf/gpu_check.sh > $OUT/tests.txt 2>&1) &
+#     ONLY=sweep SWEEP_PLAN=almudevar-ortega-v1 SWEEP_ONLY='*/dsprites/*' SWEEP_CAP=450 BUDGET_S=510 \
+#         WORK=/tmp/fb bash tests/perf/gpu_check.sh > $OUT/sweep.txt 2>&1
+#     wait; tar czf $OUT/back.tgz -C /tmp fb/reference fb/logs fa/logs      # one file: few files come back
+#
 # Steps, in this order (each has its own timeout, cut to the time left; a failure is recorded and the
 # script goes on; one summary table is printed at the end, also on Ctrl-C):
 #   env         GPU, driver, CPU cores, Python
