@@ -1,0 +1,291 @@
+"""Do & Tran 2020's dSprites comparison (section 4, Figures 5-8): entry names, means and standard errors,
+the separation AUC, each claim on synthetic populations where it holds and where it fails, the report, the
+figures, and the command on the shipped rows (which hold no run of do-tran-v1 yet)."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from scipy.stats import mannwhitneyu, spearmanr
+
+from factorbench.benchmark.experiments.do_tran_comparison import (DIRECTIONS, Setting, check_claims, format_report,
+                                                                   main, mean_and_stderr, parse_entry, plot_figures,
+                                                                   separation_auc, settings_of)
+from factorbench.generators.errors import FactorbenchError
+
+JEMMIG, RMIG, D, C, I = ("do_tran.jemmig", "do_tran.rmig", "dci.disentanglement", "dci.completeness",
+                         "dci.informativeness")
+MODULARITY, WSEPIN = "modularity.score", "wsepin.wsepin"
+SCALARS = (JEMMIG, RMIG, D, C, I, MODULARITY, WSEPIN)
+
+#: setting means shaped as the paper describes them: FactorVAE better by JEMMIG and RMIG at every setting,
+#: the standard VAE (beta = 1) worst by JEMMIG and best by modularity, D and C rising with beta and mixed
+#: between families, the informativeness error following JEMMIG
+PAPER = {
+    ("factor-vae", "gamma", 10): (0.55, 0.40, 0.50, 0.45, 0.20, 0.75, 1.0),
+    ("factor-vae", "gamma", 20): (0.50, 0.45, 0.30, 0.60, 0.18, 0.78, 1.1),
+    ("factor-vae", "gamma", 50): (0.45, 0.50, 0.60, 0.35, 0.17, 0.72, 1.2),
+    ("factor-vae", "gamma", 100): (0.40, 0.55, 0.40, 0.50, 0.15, 0.80, 1.3),
+    ("beta-vae", "beta", 1): (0.95, 0.10, 0.20, 0.25, 0.40, 0.90, 0.8),
+    ("beta-vae", "beta", 4): (0.75, 0.25, 0.35, 0.40, 0.33, 0.70, 1.4),
+    ("beta-vae", "beta", 10): (0.70, 0.30, 0.45, 0.55, 0.31, 0.72, 1.6),
+    ("beta-vae", "beta", 20): (0.80, 0.20, 0.60, 0.65, 0.36, 0.74, 1.2),
+    ("beta-vae", "beta", 50): (0.88, 0.15, 0.70, 0.75, 0.38, 0.76, 1.0),
+    ("aae", "gz", 10): (0.60, 0.35, 0.50, 0.50, 0.25, 0.70, 1.0),
+}
+OFFSETS = np.array([-0.015, -0.005, 0.005, 0.015])
+
+
+def _population(means=PAPER, runs: int = 4, seed: int = 0, changes=None) -> list[Setting]:
+    """One setting per entry of ``means``; each scalar's runs are its mean plus the offsets (mean zero) in a
+    random order, so each setting's mean is exactly the one given. ``changes``: ``{(entry, scalar): mean}``."""
+    rng = np.random.default_rng(seed)
+    means = {entry: dict(zip(SCALARS, row)) for entry, row in means.items()}
+    for (entry, scalar), value in (changes or {}).items():
+        means[entry][scalar] = value
+    out = []
+    for (family, hyper, value), row in means.items():
+        values = {k: tuple(float(m + o) for o in rng.permutation(OFFSETS)[:runs]) for k, m in row.items()}
+        out.append(Setting(family, hyper, float(value), f"{family}.{hyper}-{value}", values,
+                           directions=dict(DIRECTIONS)))
+    return out
+
+
+def _verdicts(settings: list[Setting]) -> dict[str, str]:
+    return {c.key: c.verdict for c in check_claims(settings)}
+
+
+def _claim(settings: list[Setting], key: str):
+    return next(c for c in check_claims(settings) if c.key == key)
+
+
+def _runs_of(settings: list[Setting], family: str, scalar: str) -> np.ndarray:
+    return np.concatenate([s.values[scalar] for s in settings if s.family == family])
+
+
+def test_entry_names():
+    assert parse_entry("factor-vae.gamma-10") == ("factor-vae", "gamma", 10.0)
+    assert parse_entry("beta-vae.beta-1") == ("beta-vae", "beta", 1.0)
+    assert parse_entry("aae.gz-50") == ("aae", "gz", 50.0)
+    assert parse_entry("beta-vae.beta-0.5") == ("beta-vae", "beta", 0.5)
+    for name in ("beta-vae.chen-mlp", "beta-vae", "beta-vae.beta", "factor-vae.gamma-", "vae.beta-x1"):
+        with pytest.raises(FactorbenchError, match=r"<family>\.<hyperparameter>-<value>"):
+            parse_entry(name)
+
+
+def test_mean_and_standard_error():
+    mean, se = mean_and_stderr([1.0, 2.0, 3.0, 4.0])
+    assert mean == pytest.approx(2.5)
+    assert se == pytest.approx(math.sqrt(5 / 3) / 2)  # sample variance 5/3, over sqrt(4)
+    assert mean_and_stderr([1.0, math.nan, 3.0]) == pytest.approx((2.0, math.sqrt(2) / math.sqrt(2)))
+    single = mean_and_stderr([0.7])
+    assert single[0] == 0.7 and math.isnan(single[1])
+    assert all(math.isnan(x) for x in mean_and_stderr([]))
+    setting = _population()[0]
+    assert setting.mean(JEMMIG) == pytest.approx(0.55) and setting.runs == 4
+    assert setting.stderr(JEMMIG) == pytest.approx(np.std(OFFSETS, ddof=1) / 2)
+
+
+def test_separation_auc_closed_forms_and_mann_whitney():
+    assert separation_auc([1.0, 2.0, 3.0], [0.0, 0.5]) == 1.0
+    assert separation_auc([1.0, 2.0, 3.0], [0.0, 0.5], "lower") == 0.0
+    # pairs (1,2) (1,3) (2,2) (2,3): only the tie counts, one half of four
+    assert separation_auc([1.0, 2.0], [2.0, 3.0]) == pytest.approx(0.125)
+    assert separation_auc([1.0, 2.0], [2.0, 3.0], "lower") == pytest.approx(0.875)
+    assert separation_auc([1.0, 1.0], [1.0]) == 0.5
+    assert separation_auc([1.0, math.nan], [0.0]) == 1.0
+    assert math.isnan(separation_auc([], [1.0]))
+    rng = np.random.default_rng(3)
+    a, b = rng.integers(0, 6, 17).astype(float), rng.integers(0, 6, 11).astype(float)  # with ties
+    assert separation_auc(a, b) == pytest.approx(mannwhitneyu(a, b).statistic / (17 * 11))
+    with pytest.raises(FactorbenchError, match="direction"):
+        separation_auc(a, b, "up")
+
+
+def test_settings_of_keeps_the_plans_runs_in_seed_order():
+    def run(plan, seed, jemmig, extra=None):
+        scalars = {JEMMIG: jemmig, **(extra or {})}
+        training = {"sweep": {"plan": plan, "seed": seed}} if plan else {}
+        return SimpleNamespace(training=training, directions={JEMMIG: "lower", RMIG: "higher"},
+                               scalars=lambda: dict(scalars))
+
+    results = {
+        "beta-vae.beta-4": [run("do-tran-v1", 2, 0.3), run("do-tran-v1", 0, 0.1, {RMIG: 0.5}),
+                            run("other-v1", 1, 9.0), run("do-tran-v1", 1, 0.2)],
+        "factor-vae.gamma-10": [run("do-tran-v1", 0, 0.4)],
+        "beta-vae.chen-mlp": [run("other-v1", 0, 1.0)],  # another plan's entry: never parsed
+        "pca": [run(None, None, 2.0)],
+    }
+    settings = settings_of(results)
+    assert [(s.family, s.hyper_name, s.hyper_value, s.model) for s in settings] == [
+        ("factor-vae", "gamma", 10.0, "factor-vae.gamma-10"), ("beta-vae", "beta", 4.0, "beta-vae.beta-4")]
+    beta = settings[1]
+    assert beta.seeds == (0, 1, 2) and beta.values[JEMMIG] == (0.1, 0.2, 0.3)
+    assert beta.values[RMIG][0] == 0.5 and all(math.isnan(v) for v in beta.values[RMIG][1:])
+    assert beta.directions[JEMMIG] == "lower" and beta.runs == 3
+    assert settings_of(results, plan="nothing-v1") == []
+    with pytest.raises(FactorbenchError, match="'beta-vae.chen-mlp' is not named"):
+        settings_of(results, plan="other-v1")
+
+
+def test_every_claim_holds_on_the_papers_picture():
+    settings = _population()
+    assert set(_verdicts(settings).values()) == {"reproduced"}
+    fv_j, bv_j = _runs_of(settings, "factor-vae", JEMMIG), _runs_of(settings, "beta-vae", JEMMIG)
+    fv_r, bv_r = _runs_of(settings, "factor-vae", RMIG), _runs_of(settings, "beta-vae", RMIG)
+
+    agree = _claim(settings, "jemmig-rmig-agree")
+    assert agree.numbers["rho"] == pytest.approx(spearmanr(np.r_[fv_j, bv_j], np.r_[fv_r, bv_r]).statistic)
+    assert agree.numbers["runs"] == 36  # the AAE is not counted
+    assert f"{agree.numbers['rho']:.3f}" in agree.evidence
+
+    separate = _claim(settings, "dc-do-not-separate")
+    assert separate.numbers["JEMMIG"] == 1.0 and separate.numbers["RMIG"] == 1.0  # every FactorVAE run is better
+    for name, scalar in (("D", D), ("C", C), ("I", I)):
+        fv, bv = _runs_of(settings, "factor-vae", scalar), _runs_of(settings, "beta-vae", scalar)
+        u = mannwhitneyu(-fv, -bv).statistic if scalar == I else mannwhitneyu(fv, bv).statistic  # I: an error
+        assert separate.numbers[name] == pytest.approx(u / (len(fv) * len(bv)))
+    assert separate.numbers["D"] < 0.75 and separate.numbers["C"] < 0.75
+
+    beats = _claim(settings, "factorvae-beats-betavae")
+    assert beats.numbers == pytest.approx({"JEMMIG worst factor-vae": 0.55, "JEMMIG best beta-vae": 0.70,
+                                           "RMIG worst factor-vae": 0.40, "RMIG best beta-vae": 0.30})
+    assert "(factor-vae gamma=10) 0.550" in beats.evidence and "(beta-vae beta=10) 0.700" in beats.evidence
+
+    tracks = _claim(settings, "informativeness-tracks-jemmig")
+    fv_d, bv_d = _runs_of(settings, "factor-vae", D), _runs_of(settings, "beta-vae", D)
+    assert tracks.numbers["D"] == pytest.approx(spearmanr(np.r_[fv_j, bv_j], np.r_[fv_d, bv_d]).statistic)
+
+    favour = _claim(settings, "dc-favour-high-beta")
+    assert favour.numbers["rho D"] == pytest.approx(1.0) and favour.numbers["rho C"] == pytest.approx(1.0)
+    assert favour.numbers["I factor-vae"] == pytest.approx(np.mean([0.20, 0.18, 0.17, 0.15]))
+    assert favour.numbers["I beta-20"] == pytest.approx(0.36) and favour.numbers["I beta-50"] == pytest.approx(0.38)
+
+    modularity = _claim(settings, "modularity-favours-vae")
+    assert modularity.numbers["modularity factor-vae"] == pytest.approx(np.mean([0.75, 0.78, 0.72, 0.80]))
+    worst = _claim(settings, "jemmig-grades-vae-worst")
+    assert worst.numbers == pytest.approx({"JEMMIG beta-1": 0.95, "JEMMIG next worst": 0.88})
+
+
+@pytest.mark.parametrize("key, changes", [
+    # the best beta-VAE beats the worst FactorVAE by JEMMIG (RMIG still holds): one of two fails the claim
+    ("factorvae-beats-betavae", {(("beta-vae", "beta", 10), JEMMIG): 0.52}),
+    # RMIG ranked against JEMMIG within FactorVAE and unrelated to it within beta-VAE
+    ("jemmig-rmig-agree", {**{(("factor-vae", "gamma", g), RMIG): 0.9 - v for g, v in
+                              ((10, 0.5), (20, 0.4), (50, 0.3), (100, 0.2))},
+                           **{(("beta-vae", "beta", b), RMIG): v for b, v in
+                              ((1, 0.95), (4, 0.05), (10, 0.9), (20, 0.1), (50, 0.85))}}),
+    # every FactorVAE run has a higher D than every beta-VAE run
+    ("dc-do-not-separate", {(("factor-vae", "gamma", g), D): 0.9 for g in (10, 20, 50, 100)}),
+    # D follows JEMMIG
+    ("informativeness-tracks-jemmig", {(entry, D): row[0] for entry, row in PAPER.items()}),
+    # D falls with beta
+    ("dc-favour-high-beta", {(("beta-vae", "beta", b), D): v for b, v in
+                             ((1, 0.7), (4, 0.6), (10, 0.45), (20, 0.35), (50, 0.2))}),
+    ("modularity-favours-vae", {(("beta-vae", "beta", 1), MODULARITY): 0.6}),
+    ("jemmig-grades-vae-worst", {(("beta-vae", "beta", 1), JEMMIG): 0.85}),
+])
+def test_each_claim_fails_when_its_picture_is_broken(key, changes):
+    verdicts = _verdicts(_population(changes=changes))
+    assert verdicts[key] == "not reproduced"
+
+
+def test_the_failing_numbers():
+    beats = _claim(_population(changes={(("beta-vae", "beta", 10), JEMMIG): 0.52}), "factorvae-beats-betavae")
+    assert beats.numbers["JEMMIG best beta-vae"] == pytest.approx(0.52) and "does not beat" in beats.evidence
+    separate = _claim(_population(changes={(("factor-vae", "gamma", g), D): 0.9 for g in (10, 20, 50, 100)}),
+                      "dc-do-not-separate")
+    assert separate.numbers["D"] == 1.0
+    # the high-beta settings more informative than FactorVAE on average: the claim fails on informativeness alone
+    favour = _claim(_population(changes={(("beta-vae", "beta", 50), I): 0.10}), "dc-favour-high-beta")
+    assert favour.verdict == "not reproduced" and favour.numbers["rho D"] == pytest.approx(1.0)
+    vae = _claim(_population(changes={(("beta-vae", "beta", 1), JEMMIG): 0.85}), "jemmig-grades-vae-worst")
+    assert vae.numbers["JEMMIG next worst"] == pytest.approx(0.88) and "beta-vae beta=50" in vae.evidence
+
+
+def test_too_few_runs():
+    # one run per setting: the claims on setting means cannot be decided; those across runs still can
+    one = _verdicts(_population(runs=1))
+    assert one == {"factorvae-beats-betavae": "too few runs", "jemmig-rmig-agree": "reproduced",
+                   "dc-do-not-separate": "reproduced", "informativeness-tracks-jemmig": "reproduced",
+                   "dc-favour-high-beta": "too few runs", "modularity-favours-vae": "too few runs",
+                   "jemmig-grades-vae-worst": "too few runs"}
+    # a single FactorVAE setting decides nothing
+    lone = {entry: row for entry, row in PAPER.items() if entry[0] != "factor-vae" or entry[2] == 10}
+    assert set(_verdicts(_population(lone)).values()) == {"too few runs"}
+    # without the standard VAE, the two claims about it wait; with two beta-VAE settings, the trend in beta
+    partial = {entry: row for entry, row in PAPER.items() if entry[0] != "beta-vae" or entry[2] in (4, 20)}
+    verdicts = _verdicts(_population(partial))
+    assert verdicts["modularity-favours-vae"] == verdicts["jemmig-grades-vae-worst"] == "too few runs"
+    assert verdicts["dc-favour-high-beta"] == "too few runs"
+    assert verdicts["factorvae-beats-betavae"] == "reproduced"
+    assert set(_verdicts([]).values()) == {"too few runs"}
+    claim = _claim(_population(runs=1), "factorvae-beats-betavae")
+    assert "needs 2 FactorVAE and 2 beta-VAE settings with 2 runs of JEMMIG" in claim.evidence
+
+
+def test_directions_come_from_the_runs():
+    """A population whose runs call JEMMIG better when higher is judged that way."""
+    settings = _population()
+    flipped = [Setting(s.family, s.hyper_name, s.hyper_value, s.model,
+                       {k: tuple(-v for v in vs) if k == JEMMIG else vs for k, vs in s.values.items()},
+                       directions={**s.directions, JEMMIG: "higher"}) for s in settings]
+    assert _verdicts(flipped) == _verdicts(settings)
+    assert _claim(flipped, "jemmig-rmig-agree").numbers["rho"] > 0.7
+
+
+def test_the_report():
+    assert format_report([], []) == "No run of plan `do-tran-v1` is collected yet.\n"
+    assert format_report([], [], plan="x-v1") == "No run of plan `x-v1` is collected yet.\n"
+    settings = _population()
+    report = format_report(settings, check_claims(settings))
+    assert "| family | hyperparameter | runs | JEMMIG ↓ | RMIG ↑ | DCI D ↑ | DCI C ↑ | DCI I (error) ↓ |" in report
+    se = np.std(OFFSETS, ddof=1) / 2
+    assert f"| factor-vae | gamma = 10 | 4 | 0.550 ± {se:.3f} | 0.400 ± {se:.3f} |" in report
+    assert "| aae | gz = 10 | 4 |" in report
+    assert "- **factorvae-beats-betavae** (Figure 5a, 5b): reproduced. " in report
+    assert "- **modularity-favours-vae** (Figure 8b): reproduced. " in report and report.count("Evidence: ") == 7
+    one = _population(runs=1)
+    assert "| beta-vae | beta = 1 | 1 | 0.9" in format_report(one, check_claims(one))  # no error of one run
+
+
+def test_the_figures(tmp_path):
+    paths = plot_figures(_population(), tmp_path / "figures")
+    assert [p.name for p in paths] == ["fig5.png", "fig6.png", "fig7.png", "fig8.png"]
+    assert all(p.is_file() and p.stat().st_size > 0 and p.read_bytes()[:4] == b"\x89PNG" for p in paths)
+    assert plot_figures([], tmp_path / "none") == [] and not (tmp_path / "none").exists()
+
+
+def test_the_command_on_the_shipped_rows(capsys, tmp_path):
+    assert main([]) == 0  # no run of do-tran-v1 is shipped yet
+    assert capsys.readouterr().out == "No run of plan `do-tran-v1` is collected yet.\n"
+    assert main(["--dir", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --dir ") and "no such folder" in err
+    # another plan's entries are not named <family>.<hyper>-<value>
+    assert main(["--plan", "almudevar-ortega-v1"]) == 2
+    assert "is not named <family>.<hyperparameter>-<value>" in capsys.readouterr().err
+
+
+def test_the_command_on_collected_runs(capsys, tmp_path, monkeypatch):
+    """The command reads the protocol's results, keeps the plan's runs and prints the table, the claims and
+    the figures it wrote (the results stand in for collected runs of the plan)."""
+    import factorbench.benchmark.results as results_module
+
+    def as_runs(setting: Setting) -> list[SimpleNamespace]:
+        return [SimpleNamespace(training={"sweep": {"plan": "do-tran-v1", "seed": i}}, directions=dict(DIRECTIONS),
+                                scalars=lambda i=i: {k: v[i] for k, v in setting.values.items()})
+                for i in range(setting.runs)]
+
+    collected = {s.model: as_runs(s) for s in _population()}
+    seen = []
+    monkeypatch.setattr(results_module, "reference_results",
+                        lambda protocol, directory=None, add=(): seen.append((protocol, directory, add)) or collected)
+    assert main(["--add", "mine.json", "--plot", str(tmp_path / "figures")]) == 0
+    out = capsys.readouterr().out
+    assert seen == [("dsprites-dci-v1", None, ["mine.json"])]
+    assert "10 settings of plan `do-tran-v1`, 40 runs" in out and out.count(": reproduced. ") == 7
+    assert f"wrote {tmp_path / 'figures' / 'fig8.png'}" in out
