@@ -168,6 +168,42 @@ def _do_tran_section(sources: "_Sources") -> str:
         dt.format_report(settings, dt.check_claims(settings) if settings else []).rstrip()])
 
 
+#: the plans whose dSprites encoders the IRS table lists, and the scalars beside IRS
+IRS_PLANS = ("almudevar-ortega-v1", "do-tran-v1")
+IRS_COLUMNS = {"irs.score": "IRS ↑", "dci.disentanglement": "DCI D ↑", "mig.score": "MIG ↑",
+               "factor_vae.score": "FactorVAE ↑"}
+
+
+def _irs_section(sources: "_Sources", protocol: str = "dsprites-dci-v1") -> str:
+    """Suter et al.'s IRS of every collected dSprites encoder of :data:`IRS_PLANS`, beside DCI D, MIG and the
+    FactorVAE score, with the Spearman correlation of each with IRS across the encoders."""
+    from factorbench.benchmark.experiments.metric_meta_evaluation import spearman
+
+    rows = []
+    for model, runs in sorted(sources.protocol(protocol).items()):
+        for run in runs:
+            sweep = (run.training or {}).get("sweep") or {}
+            if sweep.get("plan") in IRS_PLANS:
+                rows.append((f"{model}/seed{sweep.get('seed')}", run.scalars()))
+    lines = ["### dSprites: IRS (Suter et al.)", "",
+             f"Protocol `{protocol}`, every collected encoder of " + " and ".join(f"`{p}`" for p in IRS_PLANS)
+             + ". Suter et al.'s appendix reports no IRS numbers to set beside these (its figures are importance "
+             "matrices and interventional plots); the last row is each metric's Spearman correlation with IRS "
+             "across the encoders.", ""]
+    if not rows:
+        return "\n".join(lines + ["No encoder of these plans is collected yet."])
+    lines += ["| encoder | " + " | ".join(IRS_COLUMNS.values()) + " |", "|---|" + "---|" * len(IRS_COLUMNS)]
+    for name, scalars in rows:
+        lines.append(f"| {name} | " + " | ".join(_fmt(scalars.get(k, math.nan)) for k in IRS_COLUMNS) + " |")
+    irs = [r[1].get("irs.score", math.nan) for r in rows]
+    cells = []
+    for key in IRS_COLUMNS:
+        rho = spearman(irs, [r[1].get(key, math.nan) for r in rows]) if len(rows) >= 3 else math.nan
+        cells.append("n/a" if math.isnan(rho) else f"{rho:.2f}")
+    lines.append(f"| Spearman rho with IRS ({len(rows)} encoders) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _published(name: str) -> dict[str, Any]:
     return tomllib.loads((PUBLISHED_DIR / f"{name}.toml").read_text())
 
@@ -253,7 +289,7 @@ def render_tables(reference_dir: Path | None = None, sources: "_Sources | None" 
     """The generated part of REPRODUCTION.md (``sources``: results already read, shared with the prose)."""
     sources = sources if sources is not None else _Sources(reference_dir)
     return "\n\n".join([_table(comparison, sources.protocol(comparison.protocol)) for comparison in COMPARISONS]
-                       + [_meta_table(meta, sources) for meta in META_COMPARISONS] + [_do_tran_section(sources)])
+                       + [_meta_table(meta, sources) for meta in META_COMPARISONS] + [_do_tran_section(sources), _irs_section(sources)])
 
 
 #: a number of the prose: ``<!--=EXPRESSION-->VALUE<!---->``, VALUE rewritten from EXPRESSION (see :func:`render_value`)

@@ -212,3 +212,17 @@ def test_a_budget_variant_is_compared_with_the_row_it_varies():
     assert published_row("vae-30k", rows) == "vae" and published_row("quessard-1k", rows) == "quessard"
     assert published_row("ada-gvae-k1", rows) is None and published_row("beta-tcvae-30k", rows) is None
     assert published_row("vae-k", rows) is None
+
+
+def test_the_irs_table_lists_the_plans_dsprites_encoders_only():
+    from factorbench.baselines.reproduction import IRS_PLANS, _irs_section, _Sources
+    from factorbench.benchmark.results import reference_results
+
+    text = _irs_section(_Sources(None))
+    runs = [r for rs in reference_results("dsprites-dci-v1").values() for r in rs
+            if ((r.training or {}).get("sweep") or {}).get("plan") in IRS_PLANS]
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "/seed" in line]
+    assert len(rows) == len(runs) >= 3 and not any(line.startswith("| pca") for line in text.splitlines())
+    assert f"| Spearman rho with IRS ({len(runs)} encoders) | 1.00 |" in text
+    empty = _irs_section(_Sources(None), "square-lsbd-v1")  # no encoder of these plans there
+    assert empty.endswith("No encoder of these plans is collected yet.")
