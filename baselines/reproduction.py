@@ -122,12 +122,17 @@ META_COMPARISONS = tuple(
 META_N_BOOT = 1000
 
 
+def _datasets_scored_under(raw_plan: Mapping[str, Any], protocol: str) -> set[str]:
+    """The datasets of a plan (its TOML table) whose models are scored under ``protocol``."""
+    return {d for d, table in raw_plan.get("datasets", {}).items() if protocol in table.get("protocols", [])}
+
+
 def _planned_jobs(plan: str, protocol: str) -> int:
     """How many jobs of ``plan`` are scored under ``protocol`` (read from its TOML file, no model code)."""
     from .plan import _raw_plan
 
     raw = _raw_plan(plan) or {}
-    datasets = {d for d, table in raw.get("datasets", {}).items() if protocol in table.get("protocols", [])}
+    datasets = _datasets_scored_under(raw, protocol)
     seeds = raw.get("budget", {}).get("seeds", [])
     return sum(len(entry.get("seeds", seeds)) * len(datasets & set(entry.get("datasets", [])))
                for entry in raw.get("models", []))
@@ -165,7 +170,7 @@ def _do_tran_section(sources: "_Sources") -> str:
         f"four seeds each). `python -m factorbench.benchmark.experiments.do_tran_comparison` prints it and "
         "`--plot DIR` draws the figures; the module states how each claim is read. Their Figure 6 uses lasso "
         "classifiers without the shape factor; `dsprites-dci-v1` uses forest regressors on all five factors.", "",
-        dt.format_report(settings, dt.check_claims(settings) if settings else []).rstrip()])
+        dt.format_report(settings, dt.check_claims(settings)).rstrip()])
 
 
 #: the plans whose dSprites encoders the IRS table lists, and the scalars beside IRS
@@ -177,14 +182,9 @@ IRS_COLUMNS = {"irs.score": "IRS ↑", "dci.disentanglement": "DCI D ↑", "mig.
 def _irs_section(sources: "_Sources", protocol: str = "dsprites-dci-v1") -> str:
     """Suter et al.'s IRS of every collected dSprites encoder of :data:`IRS_PLANS`, beside DCI D, MIG and the
     FactorVAE score, with the Spearman correlation of each with IRS across the encoders."""
-    from factorbench.benchmark.experiments.metric_meta_evaluation import spearman
+    from factorbench.benchmark.experiments.metric_meta_evaluation import population_of, runs_of_plan, spearman
 
-    rows = []
-    for model, runs in sorted(sources.protocol(protocol).items()):
-        for run in runs:
-            sweep = (run.training or {}).get("sweep") or {}
-            if sweep.get("plan") in IRS_PLANS:
-                rows.append((f"{model}/seed{sweep.get('seed')}", run.scalars()))
+    rows = list(population_of(runs_of_plan(dict(sorted(sources.protocol(protocol).items())), *IRS_PLANS)).items())
     lines = ["### dSprites: IRS (Suter et al.)", "",
              f"Protocol `{protocol}`, every collected encoder of " + " and ".join(f"`{p}`" for p in IRS_PLANS)
              + ". Suter et al.'s appendix reports no IRS numbers to set beside these (its figures are importance "
@@ -278,7 +278,7 @@ def _planned(protocol: str) -> set[str]:
     names: set[str] = set()
     for path in sorted(PLANS_DIR.glob("*.toml")):
         plan = _raw_plan(path.stem) or {}
-        datasets = {d for d, table in plan.get("datasets", {}).items() if protocol in table.get("protocols", [])}
+        datasets = _datasets_scored_under(plan, protocol)
         for entry in plan.get("models", []):
             if datasets & set(entry.get("datasets", [])):
                 names.add(entry.get("name", entry.get("model")))
@@ -289,7 +289,8 @@ def render_tables(reference_dir: Path | None = None, sources: "_Sources | None" 
     """The generated part of REPRODUCTION.md (``sources``: results already read, shared with the prose)."""
     sources = sources if sources is not None else _Sources(reference_dir)
     return "\n\n".join([_table(comparison, sources.protocol(comparison.protocol)) for comparison in COMPARISONS]
-                       + [_meta_table(meta, sources) for meta in META_COMPARISONS] + [_do_tran_section(sources), _irs_section(sources)])
+                       + [_meta_table(meta, sources) for meta in META_COMPARISONS]
+                       + [_do_tran_section(sources), _irs_section(sources)])
 
 
 #: a number of the prose: ``<!--=EXPRESSION-->VALUE<!---->``, VALUE rewritten from EXPRESSION (see :func:`render_value`)
@@ -416,9 +417,9 @@ def render_value(expression: str, sources: _Sources) -> str:
                 return f"{result.rho[s, m, t]:.{_digits(fmt, 'm')}f}"
             raise ValueError(f"format {fmt!r} is not one of mN, ciN, n")
         elif parts[0] == "gap" and len(parts) in (6, 7):
-            _, protocol, model, key, name, table, *published_row = parts
+            _, protocol, model, key, name, table, *paper_model = parts
             values = _values(sources.runs(protocol, model), key)
-            model = published_row[0] if published_row else model
+            model = paper_model[0] if paper_model else model
             mean, std = sources.published(name, table, model, key)
             if not std:
                 raise FactorbenchError(f"the prose asks for a gap in standard deviations of {name} {table} {model} "

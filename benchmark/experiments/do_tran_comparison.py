@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from factorbench.benchmark.experiments.metric_meta_evaluation import spearman
+from factorbench.benchmark.experiments.metric_meta_evaluation import runs_of_plan, spearman
 from factorbench.generators.errors import FactorbenchError
 
 __all__ = ["AUC_DOES_NOT_SEPARATE", "AUC_SEPARATES", "Claim", "HIGH_BETA", "MIN_RUNS", "MIN_SETTINGS", "PLAN",
@@ -173,10 +173,8 @@ def settings_of(results: Mapping[str, Sequence[Any]], plan: str = PLAN) -> list[
     the other runs left out; FactorVAE first, then beta-VAE, the AAE and any other family, each by its
     hyperparameter."""
     out = []
-    for model, runs in results.items():
-        kept = [(i, r) for i, r in enumerate(runs) if ((r.training or {}).get("sweep") or {}).get("plan") == plan]
-        if not kept:
-            continue
+    for model, runs in runs_of_plan(results, plan).items():
+        kept = list(enumerate(runs))
         family, hyper, value = parse_entry(model)
         seeds = [((r.training or {}).get("sweep") or {}).get("seed") for _, r in kept]
         order = sorted(range(len(kept)), key=lambda j: (seeds[j] is None, seeds[j] or 0, kept[j][0]))

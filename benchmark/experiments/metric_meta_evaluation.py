@@ -202,9 +202,10 @@ def with_companion(population: Mapping[str, Mapping[str, float]], companion: Map
     return out, added
 
 
-def runs_of_plan(results: Mapping[str, Sequence[Any]], plan: str) -> dict[str, list[Any]]:
-    """``{model: [runs]}`` with only the runs a sweep of ``plan`` trained (models left without runs dropped)."""
-    kept = {model: [r for r in runs if ((r.training or {}).get("sweep") or {}).get("plan") == plan]
+def runs_of_plan(results: Mapping[str, Sequence[Any]], *plans: str) -> dict[str, list[Any]]:
+    """``{model: [runs]}`` with only the runs a sweep of one of ``plans`` trained, in their order (models
+    left without runs dropped)."""
+    kept = {model: [r for r in runs if ((r.training or {}).get("sweep") or {}).get("plan") in plans]
             for model, runs in results.items()}
     return {model: runs for model, runs in kept.items() if runs}
 
