@@ -1,6 +1,9 @@
 """``factorbench sweep --engine slurm`` on a real SLURM cluster (started by ``.ci/slurm-cluster.sh``; skipped
 where none runs): a scancel, a preemption with a grace time and a time-limit requeue, each ending with the job
-done, trained once, with weights and scores identical to the local engine's."""
+done, trained once, with weights and scores identical to the local engine's.
+
+Marked slow (4.5 minutes on 2 idle cores, most of it SLURM's grace, requeue and time-limit waits): run it
+with ``bash .ci/slurm-cluster.sh && python -m pytest -m slurm`` as root."""
 
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ def _cluster_missing() -> str:
     return ""
 
 
-pytestmark = [pytest.mark.slurm, pytest.mark.skipif(bool(_cluster_missing()), reason=_cluster_missing() or "-")]
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.skipif(bool(_cluster_missing()), reason=_cluster_missing() or "-")]
 
 TINY = "latent_dim = 3, channels = [8, 8, 8, 8], hidden = 32, batch_size = 16"
 PLAN = f"""

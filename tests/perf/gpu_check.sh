@@ -34,8 +34,9 @@
 #   teapot      the 200,000-image teapot rendered with the gl backend (EGL) and timed
 #   sweep       (only with SWEEP_PLAN) a plan's jobs trained and scored on the GPU, PACK per GPU, then collected
 #               as reference files into $WORK/reference (bring them home; `factorbench sweep PLAN --restore`)
-#   then, while time is left: minimal (hand-written loop: eager fp32/bf16, vmap over 8 seeds,
-#   torch.compile), stream (square streamed from HDF5 as the teapot is), mps (pack under CUDA MPS);
+#   then, while time is left: minimal (hand-written loop: eager fp32, the whole step as one CUDA graph
+#   alone and over 8 / 64 vmapped seeds, torch.compile's reduce-overhead mode; on a CPU: eager fp32/bf16,
+#   vmap over 8 seeds, torch.compile), stream (square streamed from HDF5 as the teapot is), mps (pack under CUDA MPS);
 #   in 8 minutes these extras are usually cut: a second run `ONLY=minimal,stream,mps bash gpu_check.sh`
 #
 # Environment switches:
@@ -52,6 +53,7 @@
 #   PYTEST_ARGS="-k deterministic"   extra pytest arguments of the tests step (verbose, so that the failing
 #                     tests are named even when the step's timeout stops pytest before its summary)
 #   MIN_ARGS="--precision fp32;--precision bf16 --seeds 32"   the minimal step's runs, ';'-separated
+#                     (minimal_loop.py's options: --precision, --seeds K, --compile [--compile-mode M], --cuda-graph)
 #   SWEEP_PLAN=almudevar-ortega-v1   SWEEP_ONLY='*/dsprites/*'   SWEEP_JOBS=$PACK   SWEEP_PRECISION=fp32
 #   SWEEP_CAP=480 (the sweep step's timeout, s; the last SWEEP_COLLECT_S=25 of it collect what finished)
 #   TESTS_CAP=110 (the tests step's timeout, s)
@@ -367,9 +369,11 @@ def cmd_minsummary() -> None:
         if "steps_per_s" not in d:
             out.append(f"{d.get('args')}: rc {d.get('rc')}")
             continue
-        name = d["precision"] + (" compile" if d["compile"] else "") + (f" vmap x{d['seeds']}" if d["seeds"] > 1 else "")
+        compiled = {True: " compile", False: "", "default": " compile"}.get(d["compile"], f" compile {d['compile']}")
+        name = (d["precision"] + compiled + (" cuda-graph" if d.get("cuda_graph") else "")
+                + (f" vmap x{d['seeds']}" if d["seeds"] > 1 else ""))
         out.append(f"{name} {d['model_steps_per_s']:.0f} model-steps/s"
-                   + (f" (warm-up {d['warmup_s']} s)" if d["compile"] else ""))
+                   + (f" (warm-up {d['warmup_s']} s)" if d["compile"] or d.get("cuda_graph") else ""))
     print("; ".join(out))
 
 
@@ -416,7 +420,9 @@ PYEOF
 cat > "$WORK/py/minimal_loop.py" <<'PYEOF'
 """factorbench's `vae` (burgess, latent 10, batch 64, Adam 1e-4, Bernoulli) in a minimal loop: the split as
 uint8 on the device once, batches gathered there, no logging. --seeds K: K models at once (torch.func.vmap
-over stacked parameters). --compile: torch.compile of the step. Prints one line."""
+over stacked parameters). --compile: torch.compile of the step (--compile-mode reduce-overhead: its CUDA
+graphs). --cuda-graph: the whole step (batch gather, noise, forward, backward, capturable Adam) captured once
+as one CUDA graph and replayed (the default CUDA generator draws inside it). Prints one line."""
 import argparse, json, time
 
 import numpy as np
@@ -428,7 +434,11 @@ ap.add_argument("--dataset", required=True); ap.add_argument("--steps", type=int
 ap.add_argument("--warmup", type=int, default=20); ap.add_argument("--device", default="cuda")
 ap.add_argument("--precision", default="fp32"); ap.add_argument("--seeds", type=int, default=1)
 ap.add_argument("--compile", action="store_true"); ap.add_argument("--threads", type=int, default=2)
+ap.add_argument("--compile-mode", default="default", choices=("default", "reduce-overhead", "max-autotune-no-cudagraphs"))
+ap.add_argument("--cuda-graph", action="store_true")
 args = ap.parse_args()
+if args.cuda_graph and (args.compile or args.device != "cuda"):
+    ap.error("--cuda-graph needs --device cuda and no --compile")
 torch.set_num_threads(args.threads)
 from factorbench.baselines.config import make_config
 from factorbench.baselines.data import TrainingData
@@ -442,7 +452,12 @@ config = make_config("vae", {})
 shape, B, K = tuple(images.shape[1:]), config.batch_size, args.seeds
 dtype = torch.bfloat16 if args.precision == "bf16" else None
 gen = torch.Generator(device=dev); gen.manual_seed(1)
+if args.cuda_graph:  # a graph replays the default CUDA generator's draws with fresh offsets by itself
+    torch.cuda.manual_seed(1)
+    gen = None
 fused = True if dev.type == "cuda" else None
+adam = {"fused": fused, "capturable": True} if args.cuda_graph else {"fused": fused}
+cast = {"cache_enabled": False} if args.cuda_graph else {}  # autocast's cast cache must not outlive a capture
 
 
 def batch(k=1):
@@ -454,10 +469,10 @@ def batch(k=1):
 if K == 1:
     torch.manual_seed(0)
     model = GaussianVAE(config, shape).to(dev, memory_format=torch.channels_last)
-    opt = torch.optim.Adam(model.parameters(), lr=config.lr, fused=fused)
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr, **adam)
 
     def step(x, eps):
-        with torch.autocast(dev.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+        with torch.autocast(dev.type, dtype=dtype or torch.float32, enabled=dtype is not None, **cast):
             mu, logvar = model.encode(x)
             mu, logvar = mu.float(), logvar.float()
             logits = model.decode(mu + torch.exp(0.5 * logvar) * eps)
@@ -469,7 +484,7 @@ if K == 1:
         return loss.detach()
 
     if args.compile:
-        step = torch.compile(step)
+        step = torch.compile(step, mode=args.compile_mode)
 
     def one():
         return step(batch(), torch.randn((B, config.latent_dim), device=dev, generator=gen))
@@ -482,7 +497,7 @@ else:
         models.append(GaussianVAE(config, shape).to(dev))
     params, buffers = stack_module_state(models)
     base = models[0]
-    opt = torch.optim.Adam(list(params.values()), lr=config.lr, fused=fused)
+    opt = torch.optim.Adam(list(params.values()), lr=config.lr, **adam)
 
     def loss_one(p, x, eps):
         sub = lambda pre: {k[len(pre):]: v for k, v in p.items() if k.startswith(pre)}  # noqa: E731
@@ -498,7 +513,7 @@ else:
     def one():
         x = batch(K)
         eps = torch.randn((K, B, config.latent_dim), device=dev, generator=gen)
-        with torch.autocast(dev.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+        with torch.autocast(dev.type, dtype=dtype or torch.float32, enabled=dtype is not None, **cast):
             grads, loss = gv(params, x, eps)
         for k, p in params.items():
             p.grad = grads[k]
@@ -506,6 +521,21 @@ else:
         return loss.detach()
 
 t0 = time.perf_counter()
+if args.cuda_graph:  # PyTorch's whole-network capture: warm up on a side stream (Adam's state), then capture
+    eager = one
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(max(3, args.warmup)):
+            eager()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_loss = eager()
+
+    def one():
+        graph.replay()
+        return static_loss
 for _ in range(args.warmup):
     one()
 if dev.type == "cuda":
@@ -516,7 +546,8 @@ for _ in range(args.steps):
     last = one()
 final = float(last.float().mean())
 wall = time.perf_counter() - t0
-print(json.dumps({"precision": args.precision, "seeds": K, "compile": args.compile, "steps": args.steps,
+print(json.dumps({"precision": args.precision, "seeds": K, "compile": args.compile and args.compile_mode,
+                  "cuda_graph": args.cuda_graph, "steps": args.steps,
                   "steps_per_s": round(args.steps / wall, 1), "model_steps_per_s": round(K * args.steps / wall, 1),
                   "warmup_s": round(warm, 1), "loss": round(final, 1)}))
 PYEOF
@@ -790,7 +821,10 @@ step_minimal() {
     local log="$WORK/logs/minimal.log" parts=() r each
     [ -z "$SQUARE" ] && { STATUS=SKIP; DETAIL="no dataset"; return; }
     local configs=()
-    IFS=';' read -r -a configs <<< "${MIN_ARGS:---precision fp32;--precision bf16;--precision bf16 --seeds 8;--precision fp32 --compile}"
+    local default="--precision fp32;--precision bf16;--precision bf16 --seeds 8;--precision fp32 --compile"
+    # on a GPU: the launch-bound step captured as one CUDA graph, alone and over 8 / 64 vmapped models
+    [ "$DEVICE" = cuda ] && default="--precision fp32;--precision fp32 --cuda-graph;--precision fp32 --seeds 8 --cuda-graph;--precision fp32 --seeds 64 --cuda-graph;--precision fp32 --compile --compile-mode reduce-overhead"
+    IFS=';' read -r -a configs <<< "${MIN_ARGS:-$default}"
     each=$(( STEP_T / ${#configs[@]} ))
     for args in "${configs[@]}"; do
         [ "$(left_s)" -lt 15 ] && break
