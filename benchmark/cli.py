@@ -399,6 +399,8 @@ def _leaderboard(p: argparse.ArgumentParser) -> None:
     p.add_argument("--add", nargs="+", default=[], metavar="RESULT.json", help="your results (files written by "
                    "`factorbench evaluate`), shown beside the reference rows of their protocols and marked as yours")
     p.add_argument("--no-plots", action="store_true", help="leave out the plots (faster)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="processes that draw the plots (default: every usable core)")
     p.add_argument("--force", action="store_true", help="replace a site written before")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -408,10 +410,10 @@ def _leaderboard(p: argparse.ArgumentParser) -> None:
         from .leaderboard import build_site
 
         def progress(items: Any) -> Any:
-            return tqdm(items, desc="protocols", unit="protocol", disable=True if args.quiet else None)
+            return tqdm(items, desc="model pages", unit="page", disable=True if args.quiet else None)
 
         out = build_site(args.out, args.protocol, reference_dir=args.dir, plots=not args.no_plots, force=args.force,
-                         progress=progress, add=args.add)
+                         progress=progress, add=args.add, jobs=args.jobs)
         print(f"wrote {out}/index.html")
         return 0
     p.set_defaults(run=run)

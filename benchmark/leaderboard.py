@@ -1,6 +1,6 @@
 """The leaderboard: a static HTML site of the reference score tables, with each number's provenance.
 
-    factorbench leaderboard --out site/ [--protocol NAME ...] [--no-plots] [--force]
+    factorbench leaderboard --out site/ [--protocol NAME ...] [--no-plots] [--jobs N] [--force]
 
 Pages (plain HTML and CSS; a few lines of inline JavaScript only sort the tables, which read the same
 without it):
@@ -427,17 +427,70 @@ def _added_by_protocol(add: Sequence[str | os.PathLike]) -> dict[str, list[Path]
     return grouped
 
 
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _plot_first_run(task: tuple[EvaluationResult, Path]) -> list[Path]:
+    """The plots of a model page (a worker's task: top-level, so that it pickles)."""
+    from .plots import plot_result
+
+    run, target = task
+    return plot_result(run, target)
+
+
+class _Sized:
+    """An iterator with a length, so that a progress bar knows its total."""
+
+    def __init__(self, items: Iterable[Any], n: int) -> None:
+        self._items, self._n = items, n
+
+    def __iter__(self) -> Any:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return self._n
+
+
+def _draw_plots(tasks: Sequence[tuple[EvaluationResult, Path]], jobs: int,
+                progress: Callable[[Iterable[Any]], Iterable[Any]] | None) -> list[list[Path]]:
+    """Every task's plots, in order, drawn by ``jobs`` processes (in this one for 1): the same files either
+    way, since each plot is drawn alone."""
+    wrap = progress if progress is not None else (lambda items: items)
+    if jobs <= 1 or len(tasks) <= 1:
+        return [paths for paths in wrap(_Sized(map(_plot_first_run, tasks), len(tasks)))]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=multiprocessing.get_context(method))
+    try:
+        drawn = [paths for paths in wrap(_Sized(pool.map(_plot_first_run, tasks, chunksize=1), len(tasks)))]
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    return drawn
+
+
 def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *,
                reference_dir: str | os.PathLike | None = None, plots: bool = True, force: bool = False,
                progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
-               add: Sequence[str | os.PathLike] = ()) -> Path:
+               add: Sequence[str | os.PathLike] = (), jobs: int | None = None) -> Path:
     """Write the site into ``out`` (see the module docstring); returns ``out``. ``protocols``: names
     (default every protocol with a reference folder, and those of ``add``); ``reference_dir``: the folder
     of ``<protocol>/<model>.json`` files (default the package's); ``add``: the user's result files, shown
-    beside the reference rows of their protocols and marked as added. Every input is checked, and every
-    table built, before anything is written."""
+    beside the reference rows of their protocols and marked as added; ``jobs``: processes drawing the
+    plots (default every usable core); ``progress`` wraps the model pages. Every input is checked, and
+    every table built, before anything is written."""
     from factorbench.generators.fileformat import package_version
 
+    if jobs is not None and jobs < 1:
+        raise FactorbenchError(f"--jobs must be at least 1, got {jobs}")
+    jobs = _usable_cores() if jobs is None else jobs
     version = package_version()
     out = Path(out)
     root = Path(reference_dir) if reference_dir is not None else REFERENCE_DIR
@@ -472,20 +525,20 @@ def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *
         (staging / MARKER).write_text("a site written by `factorbench leaderboard`; --force replaces it\n")
         (staging / "index.html").write_text(_index_page([(p, t) for p, t, _ in built], version))
         (staging / "metrics.html").write_text(_metrics_page())
-        steps = progress(built) if progress is not None else built
-        for protocol, table, results in steps:
+        pages = []  # (protocol, table, model, runs, folder, page file) of every model page
+        for protocol, table, results in built:
             folder = staging / protocol.name
             folder.mkdir()
             (folder / "index.html").write_text(_protocol_page(protocol, table, version))
-            for model, runs in results.items():
-                page = _file_name(model)
-                pictures: list[str] = []
-                if plots:
-                    from .plots import plot_result
-
-                    target = folder / "plots" / page[:-len(".html")]
-                    pictures = [str(p.relative_to(folder)) for p in plot_result(runs[0], target)]
-                (folder / page).write_text(_model_page(protocol, model, runs, table, pictures))
+            pages += [(protocol, table, model, runs, folder, _file_name(model)) for model, runs in results.items()]
+        if plots:
+            drawn = _draw_plots([(runs[0], folder / "plots" / page[:-len(".html")])
+                                 for _, _, _, runs, folder, page in pages], jobs, progress)
+        else:
+            drawn = [[] for _ in (progress(pages) if progress is not None else pages)]
+        for (protocol, table, model, runs, folder, page), paths in zip(pages, drawn):
+            pictures = [str(p.relative_to(folder)) for p in paths]
+            (folder / page).write_text(_model_page(protocol, model, runs, table, pictures))
         if out.exists():
             shutil.rmtree(out)
         os.replace(staging, out)

@@ -140,6 +140,24 @@ def test_a_trained_model_page_names_its_config_plan_and_seed(tmp_path):
     assert "is not shipped with factorbench" in (out / "square-lsbd-v1" / "index.html").read_text()
 
 
+def test_plots_drawn_by_several_processes_are_the_same_files(tmp_path, capsys):
+    """--jobs 2 draws the model pages' plots in two processes: the same files, byte for byte, as one."""
+    folder = tmp_path / "reference" / "square-lsbd-v1"
+    folder.mkdir(parents=True)
+    for model in ("pca", "random", "vae"):
+        shutil.copy(REFERENCE_DIR / "square-lsbd-v1" / f"{model}.json", folder)
+    sites = [build_site(tmp_path / f"site{jobs}", ["square-lsbd-v1"], reference_dir=tmp_path / "reference", jobs=jobs)
+             for jobs in (1, 2)]
+    files = [{p.relative_to(site): p.read_bytes() for p in sorted(site.rglob("*")) if p.is_file()} for site in sites]
+    assert files[0].keys() == files[1].keys() and files[0] == files[1]
+    assert sum(name.suffix == ".png" for name in files[0]) >= 3 * 2  # plots of every model page
+    with pytest.raises(FactorbenchError, match="--jobs must be at least 1"):
+        build_site(tmp_path / "site0", ["square-lsbd-v1"], reference_dir=tmp_path / "reference", jobs=0)
+    assert not (tmp_path / "site0").exists()
+    assert cli(["leaderboard", "--out", str(tmp_path / "site-cli"), "--jobs", "0", "--quiet"]) == 2
+    assert "--jobs must be at least 1" in capsys.readouterr().err
+
+
 def test_bad_output_folders_are_refused_before_anything_is_written(tmp_path, capsys):
     a_file = tmp_path / "file.txt"
     a_file.write_text("x")
