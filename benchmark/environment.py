@@ -5,13 +5,15 @@ source checkout. Read from package metadata, without importing the libraries."""
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["LIBRARIES", "cpu_model_name", "cpuinfo", "environment_record", "source_commit", "source_root"]
+__all__ = ["LIBRARIES", "cpu_model_name", "cpuinfo", "environment_record", "source_commit", "source_root",
+           "usable_cores"]
 
 #: distributions whose versions a result records (absent ones are left out)
 LIBRARIES = ("numpy", "scipy", "scikit-learn", "h5py", "torch")
@@ -32,6 +34,14 @@ def cpu_model_name() -> str:
         if key.strip() == "model name" and value.strip():
             return value.strip()
     return platform.processor() or platform.machine()
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity on Linux, else every core)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def source_root() -> Path | None:

@@ -38,6 +38,7 @@ from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.outputs import check_output_dir
 
 from .columns import score_column
+from .environment import usable_cores
 from .kinds import KINDS
 from .protocols import PROTOCOLS, Protocol, get_protocol
 from .results import REFERENCE_DIR, EvaluationResult, ScoresTable, _reference_results, _runs_of, _table_of
@@ -427,13 +428,6 @@ def _added_by_protocol(add: Sequence[str | os.PathLike]) -> dict[str, list[Path]
     return grouped
 
 
-def _usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def _plot_first_run(task: tuple[EvaluationResult, Path]) -> list[Path]:
     """The plots of a model page (a worker's task: top-level, so that it pickles)."""
     from .plots import plot_result
@@ -461,14 +455,14 @@ def _draw_plots(tasks: Sequence[tuple[EvaluationResult, Path]], jobs: int,
     way, since each plot is drawn alone."""
     wrap = progress if progress is not None else (lambda items: items)
     if jobs <= 1 or len(tasks) <= 1:
-        return [paths for paths in wrap(_Sized(map(_plot_first_run, tasks), len(tasks)))]
+        return list(wrap(_Sized(map(_plot_first_run, tasks), len(tasks))))
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=multiprocessing.get_context(method))
     try:
-        drawn = [paths for paths in wrap(_Sized(pool.map(_plot_first_run, tasks, chunksize=1), len(tasks)))]
+        drawn = list(wrap(_Sized(pool.map(_plot_first_run, tasks, chunksize=1), len(tasks))))
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
@@ -490,7 +484,7 @@ def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *
 
     if jobs is not None and jobs < 1:
         raise FactorbenchError(f"--jobs must be at least 1, got {jobs}")
-    jobs = _usable_cores() if jobs is None else jobs
+    jobs = usable_cores() if jobs is None else jobs
     version = package_version()
     out = Path(out)
     root = Path(reference_dir) if reference_dir is not None else REFERENCE_DIR

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -314,14 +313,12 @@ def forest_threads() -> int:
     (``threadpoolctl``, e.g. a sweep job's ``--threads``). The scores do not depend on it: every tree's seed
     is drawn from ``random_state`` before any tree grows, and predictions are then summed in tree order
     (the forest predicts single-threaded), so the numbers are those of one thread, bit for bit."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
     from threadpoolctl import threadpool_info
 
+    from factorbench.benchmark.environment import usable_cores
+
     limits = [int(p["num_threads"]) for p in threadpool_info() if p.get("num_threads")]
-    return max(1, min([cores, *limits]))
+    return max(1, min([usable_cores(), *limits]))
 
 
 def _fit_forest(x: np.ndarray, y: np.ndarray, grid: Sequence[Any], random_state: int,

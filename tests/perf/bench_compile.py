@@ -15,21 +15,11 @@ Run it on an otherwise idle machine (a busy core makes every row slower, not the
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import time
 from typing import Callable
 
 import torch
-
-
-def _cpu_model() -> str:
-    try:
-        from factorbench.benchmark.environment import cpu_model_name
-
-        return cpu_model_name()
-    except ImportError:
-        return platform.processor() or "unknown CPU"
 
 
 def make_step(model_name: str, architecture: str, compiled: bool, bf16: bool) -> Callable[[int], None]:
@@ -83,8 +73,10 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    from factorbench.benchmark.environment import cpu_model_name
+
     torch.set_num_threads(args.threads)
-    print(f"{args.model} ({args.architecture}), batch 64, {args.threads} thread(s), {_cpu_model()}, "
+    print(f"{args.model} ({args.architecture}), batch 64, {args.threads} thread(s), {cpu_model_name()}, "
           f"PyTorch {torch.__version__}")
     for bf16 in (False, True):
         precision = "bf16" if bf16 else "fp32"
