@@ -92,8 +92,8 @@ COMPARISONS = (
                "outside data: the same kind of task (object identity x one rotation), not the same images."),
     Comparison("COIL-100 (Tonnaer et al. Table 9)", "coil100-lsbd-v1", "tonnaer-2022", "coil100", _TONNAER,
                "The genuine COIL-100 images (100 objects x 72 views, 64 x 64; the user's copy, source digest "
-               "`b550fc88a4c8`), scored under `coil100-lsbd-v1`; trained rows fill as the COIL-100 entries of "
-               "`reference-v1` finish (fp32, three seeds each)."),
+               "`b550fc88a4c8`), scored under `coil100-lsbd-v1`; every trained row of Table 9 is here (the COIL-100 "
+               "entries of `reference-v1`, fp32, three seeds each)."),
     Comparison("Teapot (Eastwood & Williams Table 1 and zero-shot table)", "teapot-dci-v1", "eastwood-williams-2018",
                "teapot", _EASTWOOD, "Eastwood & Williams report one trained model per row, without a spread."),
 )
