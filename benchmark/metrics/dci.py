@@ -45,6 +45,7 @@ import numpy as np
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestRegressor
 from sklearn.linear_model import lasso_path
 
+from ..environment import usable_cores
 from ._progress import metric_steps
 from ._base import (
     MetricInputError,
@@ -314,8 +315,6 @@ def forest_threads() -> int:
     is drawn from ``random_state`` before any tree grows, and predictions are then summed in tree order
     (the forest predicts single-threaded), so the numbers are those of one thread, bit for bit."""
     from threadpoolctl import threadpool_info
-
-    from factorbench.benchmark.environment import usable_cores
 
     limits = [int(p["num_threads"]) for p in threadpool_info() if p.get("num_threads")]
     return max(1, min([usable_cores(), *limits]))
