@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 import time
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from factorbench.benchmark.encoders import REFERENCE_ENCODERS
 from factorbench.benchmark.evaluation import evaluate
 from factorbench.benchmark.protocols import PROTOCOLS
 from factorbench.benchmark.results import REFERENCE_DIR, save_runs
-from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
 
 
 def embedded_protocols() -> list[str]:
@@ -67,6 +66,7 @@ def run(protocol: str, encoder: str, out_dir: Path, force: bool = False, seeds: 
     return out
 
 
+@exits_2_on_user_error
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--protocol", nargs="+", default=None, help="default: every embedded protocol")
@@ -78,15 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", default=None, help="your copy of the data of a protocol built from outside data "
                         "(coil100-lsbd-v1, modelnet40-lsbd-v1)")
     args = parser.parse_args(argv)
-    try:
-        for protocol in args.protocol or embedded_protocols():
-            if protocol not in PROTOCOLS:
-                raise FactorbenchError(f"unknown protocol {protocol!r}; see `factorbench protocols`")
-            for encoder in args.encoder:
-                run(protocol, encoder, args.out, args.force, tuple(args.seeds), args.source)
-    except FactorbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    for protocol in args.protocol or embedded_protocols():
+        if protocol not in PROTOCOLS:
+            raise FactorbenchError(f"unknown protocol {protocol!r}; see `factorbench protocols`")
+        for encoder in args.encoder:
+            run(protocol, encoder, args.out, args.force, tuple(args.seeds), args.source)
     return 0
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from factorbench.benchmark.results import EvaluationResult, reference_results
-from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -455,6 +455,7 @@ def update_document(path: Path, check: bool = False, reference_dir: Path | None 
     return True
 
 
+@exits_2_on_user_error
 def document_main(argv: list[str] | None, description: str, default_file: Path, module: str,
                   update: Callable[[argparse.Namespace], bool], extra: Callable[[argparse.ArgumentParser], None]
                   = lambda parser: None) -> int:
@@ -467,11 +468,7 @@ def document_main(argv: list[str] | None, description: str, default_file: Path, 
                         help="reference files <protocol>/<model>.json (default: the package's benchmark/reference)")
     extra(parser)
     args = parser.parse_args(argv)
-    try:
-        changed = update(args)
-    except FactorbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    changed = update(args)
     if args.check and changed:
         print(f"{args.file} is out of date: run python -m {module}")
         return 1

@@ -298,3 +298,25 @@ def test_codes_of_another_set_are_refused_before_its_data_is_generated(tmp_path,
     code, _, err = run(capsys, "evaluate", "dsprites-dci-v1", "--codes", str(codes), "--out", str(tmp_path / "r.json"))
     assert code == 2 and "737280 images" in err and "evaluation sub-grid (11520 rows" in err
     assert not fresh_cache.exists()
+
+
+def test_a_module_command_turns_a_user_error_into_exit_status_2(capsys):
+    from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
+
+    @exits_2_on_user_error
+    def command(fail: bool) -> int:
+        """doc"""
+        if fail:
+            raise FactorbenchError("the file is missing; give --file")
+        return 1
+
+    assert command.__doc__ == "doc" and command(False) == 1
+    assert command(True) == 2
+    assert capsys.readouterr().err == "error: the file is missing; give --file\n"
+
+    @exits_2_on_user_error
+    def broken() -> int:
+        raise ValueError("a bug")
+
+    with pytest.raises(ValueError, match="a bug"):  # a program error keeps its traceback
+        broken()

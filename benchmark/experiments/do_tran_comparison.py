@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import math
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from factorbench.benchmark.experiments.metric_meta_evaluation import runs_of_plan, spearman
-from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
 
 __all__ = ["AUC_DOES_NOT_SEPARATE", "AUC_SEPARATES", "Claim", "HIGH_BETA", "MIN_RUNS", "MIN_SETTINGS", "PLAN",
            "PROTOCOL", "RHO_AGREE", "RHO_BETA", "RHO_CORRELATED", "Setting", "check_claims", "format_report",
@@ -528,6 +527,7 @@ def plot_figures(settings: Sequence[Setting], directory: str | Path) -> list[Pat
     return paths
 
 
+@exits_2_on_user_error
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default=None, help=f"a folder of <model>.json results of {PROTOCOL} "
@@ -536,17 +536,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plan", default=PLAN, help=f"the plan whose runs are compared (default {PLAN})")
     parser.add_argument("--plot", metavar="DIR", default=None, help="also write the figures into this folder")
     args = parser.parse_args(argv)
-    try:
-        from factorbench.benchmark.results import reference_results
+    from factorbench.benchmark.results import reference_results
 
-        settings = settings_of(reference_results(PROTOCOL, args.dir, add=args.add), args.plan)
-        print(format_report(settings, check_claims(settings), plan=args.plan), end="")
-        if args.plot:
-            for path in plot_figures(settings, args.plot):
-                print(f"wrote {path}")
-    except FactorbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    settings = settings_of(reference_results(PROTOCOL, args.dir, add=args.add), args.plan)
+    print(format_report(settings, check_claims(settings), plan=args.plan), end="")
+    if args.plot:
+        for path in plot_figures(settings, args.plot):
+            print(f"wrote {path}")
     return 0
 
 

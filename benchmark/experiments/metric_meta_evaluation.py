@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
 
 __all__ = ["MetaEvaluation", "TARGETS", "format_meta_evaluation", "meta_evaluate", "meta_evaluate_protocol",
            "plot_meta_evaluation", "runs_of_plan",
@@ -274,6 +273,7 @@ def meta_evaluate_protocol(protocol: str, results: Mapping[str, Sequence[Any]],
     return meta_evaluate(population, metrics=metrics, settings=settings, n_boot=n_boot, seed=seed)
 
 
+@exits_2_on_user_error
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("protocol", help="a dependent-factor protocol, e.g. square-dependent-v1")
@@ -289,23 +289,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot", metavar="PNG", default=None, help="also write the heat maps")
     args = parser.parse_args(argv)
-    try:
-        from factorbench.benchmark.results import reference_results
+    from factorbench.benchmark.results import reference_results
 
-        results = reference_results(args.protocol, args.dir, add=args.add)
-        companion = reference_results(args.companion) if args.companion else {}
-        if args.plan:
-            results, companion = runs_of_plan(results, args.plan), runs_of_plan(companion, args.plan)
-        result = meta_evaluate_protocol(args.protocol, results, companion,
-                                        trained_only=not args.with_reference_encoders, n_boot=args.n_boot,
-                                        seed=args.seed)
-        print(f"{args.protocol}: {len(result.encoders)} encoders ({len(results)} models)\n")
-        print(format_meta_evaluation(result))
-        if args.plot:
-            print(f"wrote {plot_meta_evaluation(result, args.plot)}")
-    except FactorbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    results = reference_results(args.protocol, args.dir, add=args.add)
+    companion = reference_results(args.companion) if args.companion else {}
+    if args.plan:
+        results, companion = runs_of_plan(results, args.plan), runs_of_plan(companion, args.plan)
+    result = meta_evaluate_protocol(args.protocol, results, companion,
+                                    trained_only=not args.with_reference_encoders, n_boot=args.n_boot,
+                                    seed=args.seed)
+    print(f"{args.protocol}: {len(result.encoders)} encoders ({len(results)} models)\n")
+    print(format_meta_evaluation(result))
+    if args.plot:
+        print(f"wrote {plot_meta_evaluation(result, args.plot)}")
     return 0
 
 

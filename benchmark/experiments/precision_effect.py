@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
 
 __all__ = ["FRAGILE_Z", "FRAGILE_SHARE", "MetricShift", "PrecisionEffect", "format_precision_effect",
            "precision_effect"]
@@ -184,6 +183,7 @@ def format_precision_effect(effect: PrecisionEffect) -> str:
     return "\n".join(lines) + "\n"
 
 
+@exits_2_on_user_error
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("replicates", help="a sweep's --collect folder: <protocol>/<model>.json")
@@ -192,27 +192,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference", default=None, metavar="DIR",
                         help="the rows to compare with: a folder of <protocol>/<model>.json (default: the shipped rows)")
     args = parser.parse_args(argv)
-    try:
-        from factorbench.benchmark.protocols import PROTOCOLS
-        from factorbench.benchmark.results import reference_results
+    from factorbench.benchmark.protocols import PROTOCOLS
+    from factorbench.benchmark.results import reference_results
 
-        root = Path(args.replicates)
-        if not root.is_dir():
-            raise FactorbenchError(f"{root}: no such folder (give the folder that `factorbench sweep PLAN --collect "
-                                   "DIR` wrote)")
-        protocols = args.protocol or sorted(p.name for p in root.iterdir() if p.is_dir() and p.name in PROTOCOLS)
-        if not protocols:
-            raise FactorbenchError(f"{root} holds no protocol folder (<protocol>/<model>.json)")
-        for protocol in protocols:
-            if protocol not in PROTOCOLS:
-                raise FactorbenchError(f"unknown protocol {protocol!r}; see `factorbench protocols`")
-            reference_dir = Path(args.reference) / protocol if args.reference else None
-            effect = precision_effect(protocol, reference_results(protocol, reference_dir),
-                                      reference_results(protocol, root / protocol))
-            print(format_precision_effect(effect))
-    except FactorbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    root = Path(args.replicates)
+    if not root.is_dir():
+        raise FactorbenchError(f"{root}: no such folder (give the folder that `factorbench sweep PLAN --collect "
+                               "DIR` wrote)")
+    protocols = args.protocol or sorted(p.name for p in root.iterdir() if p.is_dir() and p.name in PROTOCOLS)
+    if not protocols:
+        raise FactorbenchError(f"{root} holds no protocol folder (<protocol>/<model>.json)")
+    for protocol in protocols:
+        if protocol not in PROTOCOLS:
+            raise FactorbenchError(f"unknown protocol {protocol!r}; see `factorbench protocols`")
+        reference_dir = Path(args.reference) / protocol if args.reference else None
+        effect = precision_effect(protocol, reference_results(protocol, reference_dir),
+                                  reference_results(protocol, root / protocol))
+        print(format_precision_effect(effect))
     return 0
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
 
 #: Eastwood & Williams' forest depth per factor (azimuth, elevation, red, green, blue), by model
 DEPTH_PRESETS: dict[str, tuple[int, ...]] = {
@@ -113,6 +112,7 @@ def original_scores(data: dict[str, tuple[np.ndarray, np.ndarray]], kinds: Seque
     return Scores(float(d), float(c), float(np.mean(errors)), float(np.mean(zero)))
 
 
+@exits_2_on_user_error
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--encoder", required=True, help="pca, run:RUN_DIR[@STEP], module:function (as evaluate)")
@@ -124,18 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     depths = DEPTH_PRESETS[args.preset] if args.preset else tuple(args.depths)
     if args.out is not None and args.out.exists():
-        print(f"error: {args.out} exists; choose another --out", file=sys.stderr)
-        return 2
-    try:
-        start = time.perf_counter()
-        data, kinds, description = _codes(args.encoder, args.batch_size)
-        table = {}
-        for regressor in ("lasso", "forest"):
-            table[regressor] = {"protocol": protocol_scores(data, kinds, regressor),
-                                "original": original_scores(data, kinds, regressor, depths)}
-    except FactorbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise FactorbenchError(f"{args.out} exists; choose another --out")
+    start = time.perf_counter()
+    data, kinds, description = _codes(args.encoder, args.batch_size)
+    table = {}
+    for regressor in ("lasso", "forest"):
+        table[regressor] = {"protocol": protocol_scores(data, kinds, regressor),
+                            "original": original_scores(data, kinds, regressor, depths)}
     print(f"{description}; forest depths {list(depths)}, lasso alpha {ORIGINAL_ALPHA} "
           f"({time.perf_counter() - start:.0f} s)")
     print("regressor settings                 D     C     NRMSE zero-shot NRMSE")
