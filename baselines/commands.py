@@ -151,6 +151,8 @@ def _sweep(p: argparse.ArgumentParser) -> None:
     p.add_argument("--collect", nargs="?", const="", metavar="DIR", help="write the finished results as reference "
                    "files DIR/<protocol>/<name>.json (default, in a git checkout of factorbench only: its "
                    "benchmark/reference)")
+    p.add_argument("--complete-only", action="store_true", help="--collect: only entries whose every seed has "
+                   "finished (no row of fewer seeds than the plan asks for)")
     p.add_argument("--restore", nargs="?", const="", metavar="DIR", help="put the finished runs of reference files "
                    "DIR/<protocol>/<name>.json (default: the package's benchmark/reference) back into the sweep "
                    "directory, so that a sweep continued on a new machine skips them and --collect keeps them")
@@ -200,11 +202,13 @@ def _sweep(p: argparse.ArgumentParser) -> None:
         if args.status:
             print(format_status(plan, sweep_status(plan, sweep_dir, args.only), sweep_dir, verbose=args.verbose))
             return 0
+        if args.complete_only and args.collect is None:
+            raise FactorbenchError("--complete-only says which entries --collect writes; give it with --collect")
         if args.collect is not None:
             if not args.collect and not _in_source_checkout():
                 raise FactorbenchError("--collect without DIR writes into factorbench's own reference folder, which is "
                                        "part of the installed package here; give a folder: --collect DIR")
-            written = collect(plan, sweep_dir, args.collect or None)
+            written = collect(plan, sweep_dir, args.collect or None, complete_only=args.complete_only)
             print(f"{len(written)} reference file{'s' if len(written) != 1 else ''} written")
             return 0
         if args.restore is not None:

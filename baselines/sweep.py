@@ -1012,14 +1012,15 @@ def _slim(run: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
-            echo: Callable[[str], None] = print) -> list[Path]:
+            echo: Callable[[str], None] = print, complete_only: bool = False) -> list[Path]:
     """Write ``out/<protocol>/<name>.json`` (default: the package's reference folder) for every
     (protocol, entry) of the plan with at least one finished seed: ``{"model", "protocol", "plan" (its name),
     "seeds", "missing_seeds", "summary": {scalar: {mean, std, n}}, "runs": [per-seed results]}``, from finished
     results only (each run records its config hash and the hash of the plan it ran under). Appending an entry
     to the plan does not change the files of the others. The first run keeps everything its plots need; the
     others leave out the plot-only point clouds (:func:`_slim`), which would make the reference folder
-    hundreds of megabytes.
+    hundreds of megabytes. ``complete_only``: leave out (and say so) every entry with a seed not finished,
+    so that no row of fewer seeds than its plan asks for is written.
     A file whose content would not change is not rewritten; a file holding runs of another config (or not
     written by a sweep) is refused: finished entries are never replaced."""
     from factorbench.benchmark.results import REFERENCE_DIR
@@ -1040,6 +1041,9 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
             else:
                 missing.append(job.seed)
         if not runs:
+            continue
+        if complete_only and missing:
+            echo(f"left out {protocol}/{name}: seeds {missing} not finished")
             continue
         target = out / protocol / f"{name}.json"
         existing = _read_json(target)

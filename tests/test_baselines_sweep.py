@@ -537,6 +537,15 @@ def test_collect_writes_mean_and_std_of_finished_runs(swept, tmp_path, capsys):
         collect(plan, sweep_dir, out, **QUIET)
     assert cli(["sweep", plan.source, "--dir", str(sweep_dir), "--collect", str(tmp_path / "ref2")]) == 0
     assert "2 reference files written" in capsys.readouterr().out
+    # --complete-only leaves out an entry with a seed not finished, and says so
+    assert collect(plan3, sweep_dir, tmp_path / "ref3", echo=print, complete_only=True) == []
+    assert "left out square-lsbd-v1/vae: seeds [2] not finished" in capsys.readouterr().out
+    assert not (tmp_path / "ref3").exists()
+    assert cli(["sweep", plan.source, "--dir", str(sweep_dir), "--collect", str(tmp_path / "ref4"),
+                "--complete-only"]) == 0
+    assert "2 reference files written" in capsys.readouterr().out  # plan's seeds [0, 1] are all finished
+    assert cli(["sweep", plan.source, "--dir", str(sweep_dir), "--complete-only"]) == 2
+    assert "give it with --collect" in capsys.readouterr().err
 
 
 def test_restore_puts_collected_runs_back_into_a_new_sweep_directory(swept, tmp_path, capsys):
