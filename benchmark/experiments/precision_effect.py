@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
 
 __all__ = ["FRAGILE_Z", "FRAGILE_SHARE", "MetricShift", "PrecisionEffect", "format_precision_effect",
@@ -100,10 +98,6 @@ class PrecisionEffect:
         return sum(s.shift == 0 for s in self.shifts)
 
 
-def _seed_of(run: Any) -> Any:
-    return ((run.training or {}).get("sweep") or {}).get("seed")
-
-
 def _trained(run: Any) -> str:
     trained = (run.training or {}).get("trained") or {}
     precision = trained.get("precision") or "precision not recorded"
@@ -117,19 +111,18 @@ def precision_effect(protocol: str, reference: Mapping[str, Sequence[Any]],
     and measure every scalar's shift (see the module). ``reference``/``replicate``: ``{model: [runs]}``
     as :func:`factorbench.benchmark.results.reference_results` gives them. A replicate of a model or seed
     without a shipped run, or of another config, is an error: it would compare different jobs."""
+    from factorbench.benchmark.results import _sweep_seed, summary_of
+
     models, keys, shifts = [], [], []
     reference_trained, replicate_trained = {}, {}
     for model, runs in replicate.items():
         if model not in reference:
             raise FactorbenchError(f"{protocol}: the replicates hold {model!r}, which has no shipped row to compare "
                                    f"with (shipped: {', '.join(sorted(reference)) or 'none'})")
-        shipped = {_seed_of(r): r for r in reference[model]}
-        values: dict[str, list[float]] = {}
-        for r in reference[model]:
-            for key, value in r.scalars().items():
-                values.setdefault(key, []).append(value)
+        shipped = {_sweep_seed(r): r for r in reference[model]}
+        spread = summary_of(reference[model])  # the row's sample std (n - 1) over its finite seeds
         for run in runs:
-            seed = _seed_of(run)
+            seed = _sweep_seed(run)
             base = shipped.get(seed)
             if base is None:
                 raise FactorbenchError(f"{protocol}: the replicate of {model} seed {seed} has no shipped run of that "
@@ -146,9 +139,7 @@ def precision_effect(protocol: str, reference: Mapping[str, Sequence[Any]],
             for key, value in run.scalars().items():
                 if key not in ref_scalars:
                     continue
-                finite = [v for v in values.get(key, []) if math.isfinite(v)]
-                std = float(np.std(finite, ddof=1)) if len(finite) > 1 else None
-                shifts.append(MetricShift(model, key, int(seed), ref_scalars[key], value, std))
+                shifts.append(MetricShift(model, key, int(seed), ref_scalars[key], value, spread[key]["std"]))
                 if key not in keys:
                     keys.append(key)
     if not shifts:
