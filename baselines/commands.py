@@ -153,6 +153,9 @@ def _sweep(p: argparse.ArgumentParser) -> None:
                    "benchmark/reference)")
     p.add_argument("--complete-only", action="store_true", help="--collect: only entries whose every seed has "
                    "finished (no row of fewer seeds than the plan asks for)")
+    p.add_argument("--pending", metavar="DIR", help="--collect: write the entries with seeds still to run into "
+                   "DIR/<protocol>/<name>.json instead (implies --complete-only), so that their finished seeds survive "
+                   "a new machine (--restore DIR); an entry collected complete has its file there removed")
     p.add_argument("--restore", nargs="?", const="", metavar="DIR", help="put the finished runs of reference files "
                    "DIR/<protocol>/<name>.json (default: the package's benchmark/reference) back into the sweep "
                    "directory, so that a sweep continued on a new machine skips them and --collect keeps them")
@@ -204,11 +207,14 @@ def _sweep(p: argparse.ArgumentParser) -> None:
             return 0
         if args.complete_only and args.collect is None:
             raise FactorbenchError("--complete-only says which entries --collect writes; give it with --collect")
+        if args.pending is not None and args.collect is None:
+            raise FactorbenchError("--pending says where --collect writes unfinished entries; give it with --collect")
         if args.collect is not None:
             if not args.collect and not _in_source_checkout():
                 raise FactorbenchError("--collect without DIR writes into factorbench's own reference folder, which is "
                                        "part of the installed package here; give a folder: --collect DIR")
-            written = collect(plan, sweep_dir, args.collect or None, complete_only=args.complete_only)
+            written = collect(plan, sweep_dir, args.collect or None, complete_only=args.complete_only,
+                              pending=args.pending)
             print(f"{len(written)} reference file{'s' if len(written) != 1 else ''} written")
             return 0
         if args.restore is not None:

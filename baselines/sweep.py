@@ -1012,7 +1012,8 @@ def _slim(run: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
-            echo: Callable[[str], None] = print, complete_only: bool = False) -> list[Path]:
+            echo: Callable[[str], None] = print, complete_only: bool = False,
+            pending: str | os.PathLike | None = None) -> list[Path]:
     """Write ``out/<protocol>/<name>.json`` (default: the package's reference folder) for every
     (protocol, entry) of the plan with at least one finished seed: ``{"model", "protocol", "plan" (its name),
     "seeds", "missing_seeds", "summary": {scalar: {mean, std, n}}, "runs": [per-seed results]}``, from finished
@@ -1020,13 +1021,20 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
     to the plan does not change the files of the others. The first run keeps everything its plots need; the
     others leave out the plot-only point clouds (:func:`_slim`), which would make the reference folder
     hundreds of megabytes. ``complete_only``: leave out (and say so) every entry with a seed not finished,
-    so that no row of fewer seeds than its plan asks for is written.
+    so that no row of fewer seeds than its plan asks for is written. ``pending``: a folder for those entries
+    instead (same format, implies ``complete_only``), so that finished seeds of an unfinished entry outlive
+    the sweep directory (``--restore pending`` on the next machine); an entry written complete to ``out``
+    has its pending file removed.
     A file whose content would not change is not rewritten; a file holding runs of another config (or not
     written by a sweep) is refused: finished entries are never replaced."""
     from factorbench.benchmark.results import REFERENCE_DIR
 
     sweep_dir = Path(sweep_dir) if sweep_dir is not None else default_sweep_dir(plan)
     out = Path(out) if out is not None else REFERENCE_DIR
+    pending = Path(pending) if pending is not None else None
+    if pending is not None and pending.resolve() == out.resolve():
+        raise FactorbenchError(f"--pending {pending} is the reference folder itself: give a folder of its own")
+    complete_only = complete_only or pending is not None
     groups: dict[tuple[str, str], list[Job]] = {}
     for job in expand(plan):
         for p in job.protocols:
@@ -1042,34 +1050,50 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
                 missing.append(job.seed)
         if not runs:
             continue
+        folder = out
         if complete_only and missing:
-            echo(f"left out {protocol}/{name}: seeds {missing} not finished")
-            continue
-        target = out / protocol / f"{name}.json"
-        existing = _read_json(target)
-        if existing is not None:
-            old = {r.get("training", {}).get("config_hash") for r in existing.get("runs", [existing])} \
-                if isinstance(existing, dict) else {None}
-            if old - {job.config.hash() for job in jobs} or "runs" not in existing:
-                raise FactorbenchError(f"{target} holds other runs of {name} (another config, or not written by a "
-                                       "sweep); finished entries are never replaced: name the entry differently")
-            kept = {r["training"]["sweep"]["seed"] for r in existing.get("runs", [])}
-            if kept - set(seeds):
-                raise FactorbenchError(f"{target} has seeds {sorted(kept - set(seeds))} that {sweep_dir} lacks; "
-                                       "collect from the sweep directory that made them, or put them back into "
-                                       f"this one first: factorbench sweep {plan.name} --restore {out}")
+            if pending is None:
+                echo(f"left out {protocol}/{name}: seeds {missing} not finished")
+                continue
+            folder = pending
+        target = folder / protocol / f"{name}.json"
+        configs = {job.config.hash() for job in jobs}
+        for path, source in ((target, folder),) + (((pending / protocol / f"{name}.json", pending),)
+                                                     if pending is not None and folder is out else ()):
+            _check_collect_target(path, name, configs, set(seeds), sweep_dir, plan, source)
         document = {"model": name, "protocol": protocol,
                     "plan": plan.name,
                     "seeds": seeds, "missing_seeds": missing, "summary": _summary(runs),
                     "runs": runs[:1] + [_slim(r) for r in runs[1:]]}
         text = json.dumps(document, sort_keys=True, allow_nan=False)
-        if target.is_file() and target.read_text() == text:
-            continue
-        _atomic_write(target, text)
-        written.append(target)
-        echo(f"wrote {target} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''}"
-             + (f"; seeds {missing} not finished" if missing else "") + ")")
+        if not (target.is_file() and target.read_text() == text):
+            _atomic_write(target, text)
+            written.append(target)
+            echo(f"wrote {target} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''}"
+                 + (f"; seeds {missing} not finished" if missing else "") + ")")
+        if pending is not None and folder is out and (pending / protocol / f"{name}.json").is_file():
+            (pending / protocol / f"{name}.json").unlink()
+            echo(f"removed {pending / protocol / f'{name}.json'}: the entry is complete in {out}")
     return written
+
+
+def _check_collect_target(target: Path, name: str, configs: set[str], seeds: set[int], sweep_dir: Path,
+                          plan: Plan, source: Path) -> None:
+    """Refuse to overwrite ``target`` when it holds runs of another config (or was not written by a sweep), or
+    seeds the sweep directory lacks (collecting would drop them)."""
+    existing = _read_json(target)
+    if existing is None:
+        return
+    old = {r.get("training", {}).get("config_hash") for r in existing.get("runs", [existing])} \
+        if isinstance(existing, dict) else {None}
+    if old - configs or "runs" not in existing:
+        raise FactorbenchError(f"{target} holds other runs of {name} (another config, or not written by a "
+                               "sweep); finished entries are never replaced: name the entry differently")
+    kept = {r["training"]["sweep"]["seed"] for r in existing.get("runs", [])}
+    if kept - seeds:
+        raise FactorbenchError(f"{target} has seeds {sorted(kept - seeds)} that {sweep_dir} lacks; "
+                               "collect from the sweep directory that made them, or put them back into "
+                               f"this one first: factorbench sweep {plan.name} --restore {source}")
 
 
 # --------------------------------------------------------------------------------------------- restore

@@ -1031,3 +1031,44 @@ def test_a_run_is_not_stale_for_a_setting_its_config_leaves_out_at_the_default()
     changed["config"]["params"]["lr_decay_factor"] = 0.5
     problem, _ = sweep_run_problem(changed, "dsprites-dependent-v1", "beta-vae.chen-mlp")
     assert "lr_decay_factor = 0.1 (the run: 0.5)" in problem
+
+
+def test_pending_keeps_finished_seeds_of_unfinished_entries_across_machines(swept, tmp_path, capsys):
+    """--collect --pending DIR: an entry with a seed still to run goes to DIR (not the reference folder), comes
+    back on a new machine with --restore DIR, and leaves DIR once it is collected complete."""
+    plan, sweep_dir, _ = swept
+    plan3 = _plan(tmp_path, PLAN.replace("seeds = [0, 1]", "seeds = [0, 1, 2]"))  # seed 2 never ran
+    out, pending = tmp_path / "reference", tmp_path / "pending"
+    written = collect(plan3, sweep_dir, out, pending=pending, **QUIET)
+    assert not out.exists()
+    assert sorted(str(p.relative_to(pending)) for p in written) == ["square-dependent-v1/vae.json",
+                                                                     "square-lsbd-v1/vae.json"]
+    doc = json.loads((pending / "square-lsbd-v1" / "vae.json").read_text())
+    assert doc["seeds"] == [0, 1] and doc["missing_seeds"] == [2]
+    # a new machine whose sweep directory lacks seed 0: collecting from it would drop that seed
+    partial = tmp_path / "partial"
+    restore(plan3, partial, pending, **QUIET)
+    for protocol in ("square-lsbd-v1", "square-dependent-v1"):
+        result_path(partial, protocol, expand(plan3)[0]).unlink()
+    with pytest.raises(FactorbenchError, match=f"seeds \\[0\\] that {partial} lacks.*--restore {pending}"):
+        collect(plan3, partial, out, pending=pending, **QUIET)
+    fresh = tmp_path / "fresh"
+    assert len(restore(plan3, fresh, pending, **QUIET)) == 4  # 2 seeds x 2 protocols
+    assert sum(job_done(job, fresh) for job in expand(plan3)) == 2
+    before = _tree(pending)
+    assert collect(plan3, fresh, out, pending=pending, **QUIET) == []  # byte-identical: nothing rewritten
+    assert _tree(pending) == before and not out.exists()
+    # the entry complete (here: a plan asking for the two finished seeds) goes to the reference folder, and its
+    # pending file goes away
+    assert cli(["sweep", plan.source, "--dir", str(fresh), "--collect", str(out), "--pending", str(pending)]) == 0
+    printed = capsys.readouterr().out
+    assert "2 reference files written" in printed and "the entry is complete in" in printed
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*.json")) == ["square-dependent-v1/vae.json",
+                                                                            "square-lsbd-v1/vae.json"]
+    assert not list(pending.rglob("*.json"))
+    assert json.loads((out / "square-lsbd-v1" / "vae.json").read_text())["missing_seeds"] == []
+    # user errors
+    assert cli(["sweep", plan.source, "--dir", str(fresh), "--pending", str(pending)]) == 2
+    assert "give it with --collect" in capsys.readouterr().err
+    with pytest.raises(FactorbenchError, match="the reference folder itself"):
+        collect(plan3, fresh, out, pending=out, **QUIET)
