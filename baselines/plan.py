@@ -12,6 +12,7 @@ A plan file::
     [datasets.square]            # one trained model serves every protocol of its dataset
     split = "all"                # the split the models are trained on
     protocols = ["square-lsbd-v1", "square-dependent-v1"]
+    # retired = ["..."]          # protocols it was scored under before: their results stay valid, none run
 
     [[models]]
     model = "beta-vae"           # a registered model (``factorbench train list``)
@@ -69,9 +70,14 @@ class DatasetPlan:
     name: str
     protocols: tuple[str, ...]
     split: str = "train"
+    #: protocols the dataset's models were scored under before the plan moved to newer ones: their results
+    #: stay valid, and nothing is run for them
+    retired: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"protocols": list(self.protocols), "split": self.split}
+        # "retired" only where set, so that the plans without it keep their hashes
+        return {"protocols": list(self.protocols), "split": self.split,
+                **({"retired": list(self.retired)} if self.retired else {})}
 
 
 @dataclass(frozen=True)
@@ -187,10 +193,19 @@ def _dataset(source: str, name: str, table: Any) -> DatasetPlan:
 
     where = f"[datasets.{name}]"
     _expect(source, where, table, dict, "a table")
-    _unknown_keys(source, where, table, ("protocols", "split"))
+    _unknown_keys(source, where, table, ("protocols", "split", "retired"))
     if "protocols" not in table:
         raise _error(source, where, "needs protocols = [...] (see `factorbench protocols`)")
     protocols = _str_list(source, f"{where} protocols", table["protocols"])
+    retired = _str_list(source, f"{where} retired", table["retired"]) if "retired" in table else ()
+    for p in retired:
+        if p not in PROTOCOLS:
+            raise _error(source, f"{where} retired", f"unknown protocol {p!r}; see `factorbench protocols`")
+        if PROTOCOLS[p].dataset.generator != name:
+            raise _error(source, f"{where} retired", f"{p} runs on the {PROTOCOLS[p].dataset.generator} dataset, "
+                         f"not on {name}")
+        if p in protocols:
+            raise _error(source, f"{where} retired", f"{p} is also in protocols; a protocol is run or retired")
     specs = set()
     for p in protocols:
         if p not in PROTOCOLS:
@@ -209,7 +224,7 @@ def _dataset(source: str, name: str, table: Any) -> DatasetPlan:
     if split != "all" and not local and split not in available:
         raise _error(source, f"{where} split", f"{name} has no split {split!r}; its splits are "
                      f"{', '.join(sorted(available))} (or 'all')")
-    return DatasetPlan(name, protocols, split)
+    return DatasetPlan(name, protocols, split, tuple(retired))
 
 
 def _split_names(ref: Any) -> set[str]:
@@ -464,7 +479,7 @@ def sweep_run_problem(training: Mapping[str, Any], protocol: str, model: str) ->
                 f"{have.get(k)!r})" for k in changed)), "plan"
     if seed not in seeds or have.get("seed") != seed:
         return f"plan {name} entry {model!r} no longer has seed {seed}", "plan"
-    if protocol not in dataset_table.get("protocols", []):
+    if protocol not in dataset_table.get("protocols", []) + dataset_table.get("retired", []):
         return f"plan {name} no longer evaluates {dataset} under {protocol}", "plan"
     if (training.get("training_data") or {}).get("split") != dataset_table.get("split", "train"):
         return f"plan {name} now trains on the {dataset_table.get('split', 'train')!r} split of {dataset}", "plan"

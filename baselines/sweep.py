@@ -29,6 +29,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -385,6 +386,7 @@ def _train_and_evaluate(job: Job, sweep_dir: Path, plan: Plan, options: SweepOpt
                                checkpoint_every_s=options.checkpoint_every_s, progress=False,
                                samples=options.samples), stop=stop)
     encoder = load_run(run_dir)
+    weights = encoder.provenance.get("weights_sha256")
     for protocol in job.protocols:
         if stop is not None and stop.is_set():
             raise TrainingInterrupted(f"stopped before evaluating {protocol}; the run in {run_dir} is complete")
@@ -392,7 +394,13 @@ def _train_and_evaluate(job: Job, sweep_dir: Path, plan: Plan, options: SweepOpt
         for stale in out.parent.glob(f".{out.name}.*.tmp"):  # left by a process killed while writing
             stale.unlink(missing_ok=True)
         if _result_state(sweep_dir, job, protocol) == "done":
-            continue
+            scored = ((_read_json(out) or {}).get("training") or {}).get("weights_sha256")
+            if scored == weights:
+                continue
+            # e.g. restored from another machine while a protocol added to the plan trained the job again: a
+            # job's protocols always score one set of weights, so the older result is scored again
+            print(f"{job.id} under {protocol}: the result there scored other weights ({str(scored)[:12]}) than "
+                  f"this run's ({str(weights)[:12]}); scoring it again on this run", file=sys.stderr, flush=True)
         start = time.perf_counter()
         result = evaluate(protocol, encoder, progress=False, source=_job_source(job, options))
         wall = time.perf_counter() - start

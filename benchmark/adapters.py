@@ -81,7 +81,7 @@ METRIC_FUNCTIONS: dict[str, str] = {
     "dci": "dci.dci", "mig": "mig.mig", "sap": "sap.sap", "modularity": "modularity.modularity",
     "explicitness": "modularity.explicitness", "irs": "irs.irs",
     "minimality_sufficiency": "minimality.minimality_sufficiency",
-    "single_code_accuracy": "downstream.single_code_accuracy",
+    "single_code_accuracy": "downstream.single_code_accuracy", "full_code_accuracy": "downstream.full_code_accuracy",
     "beta_vae_score": "intervention.beta_vae_score", "factor_vae_score": "intervention.factor_vae_score",
     "d_lsbd": "lsbd.d_lsbd", "d_lsbd_objects": "lsbd.d_lsbd_objects", "do_tran": "do_tran.do_tran",
     "wsepin": "do_tran.wsepin", "windin": "do_tran.windin",
@@ -141,7 +141,8 @@ def _on_eval(name: str) -> Adapter:
     return run
 
 
-for _name in ("mig", "modularity", "sap", "explicitness", "irs", "minimality_sufficiency", "single_code_accuracy"):
+for _name in ("mig", "modularity", "sap", "explicitness", "irs", "minimality_sufficiency", "single_code_accuracy",
+              "full_code_accuracy"):
     ADAPTERS[_name] = _on_eval(_name)
 
 

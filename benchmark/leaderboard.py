@@ -130,7 +130,9 @@ _DEFINED_IN = {"dci": "dci", "mig": "mig", "sap": "sap", "modularity": "modulari
                "minimality_sufficiency": "minimality-and-sufficiency", "d_lsbd": "d-lsbd",
                "downstream": "single-code-downstream-accuracy", "beta_vae_score": "betavae-and-factorvae-scores",
                "factor_vae_score": "betavae-and-factorvae-scores",
-               "single_code_accuracy": "single-code-downstream-accuracy"}
+               "single_code_accuracy": "single-code-downstream-accuracy",
+               "downstream_full": "single-code-downstream-accuracy",
+               "full_code_accuracy": "single-code-downstream-accuracy"}
 #: a score table with more columns than this opens in its compact view (the headline and the first group)
 COMPACT_OVER = 10
 

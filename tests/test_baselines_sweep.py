@@ -219,7 +219,8 @@ def test_the_standard_dataset_plans_hold_the_settings_their_sources_give():
     assert (ada.beta, ada.k) == (6.0, 1)
     hfs = by_id["hfs-vae.burgess/mpi3d-toy/seed0"]
     assert (hfs.beta, hfs.gamma, hfs.hfs_pairs) == (1.0, 1.0, 25)
-    assert jobs[0].protocols == ("dsprites-dependent-v1", "dsprites-dci-v1")
+    assert jobs[0].protocols == ("dsprites-dependent-v2", "dsprites-dci-v1")
+    assert plan.datasets["dsprites"].retired == ("dsprites-dependent-v1",)  # its first 10 encoders' results
 
     plan = load_plan("do-tran-v1")
     jobs = expand(plan)
@@ -246,6 +247,10 @@ def test_the_standard_dataset_plans_hold_the_settings_their_sources_give():
     ('split = "all"', 'split = "all"\nsplits = "x"', r"\[datasets.square\]: unknown key splits"),
     ('name = "tiny"', 'name = "tiny"\nbudjet = 3', "top level: unknown key budjet"),
     ("[budget]", "[budget", "is not valid TOML"),
+    ('split = "all"', 'split = "all"\nretired = ["square-depend-v0"]',
+     r"\[datasets.square\] retired: unknown protocol 'square-depend-v0'"),
+    ('split = "all"', 'split = "all"\nretired = ["arrow-dependent-v1"]', "arrow-dependent-v1 runs on the arrow dataset"),
+    ('split = "all"', 'split = "all"\nretired = ["square-lsbd-v1"]', "square-lsbd-v1 is also in protocols"),
     ('split = "all"', 'split = "tarin"', r"\[datasets.square\] split: square has no split 'tarin'; its splits are "
                                           "correlated-confounded, correlated-single, test, train, validation"),
 ])
@@ -1031,6 +1036,11 @@ def test_a_run_is_not_stale_for_a_setting_its_config_leaves_out_at_the_default()
     changed["config"]["params"]["lr_decay_factor"] = 0.5
     problem, _ = sweep_run_problem(changed, "dsprites-dependent-v1", "beta-vae.chen-mlp")
     assert "lr_decay_factor = 0.1 (the run: 0.5)" in problem
+    # dsprites-dependent-v1 is retired in that plan (its results stay valid); a protocol neither run nor retired
+    # is not
+    assert sweep_run_problem(training, "dsprites-dependent-v2", "beta-vae.chen-mlp") == ("", "config")
+    problem, _ = sweep_run_problem(training, "dsprites-color-dci-v1", "beta-vae.chen-mlp")
+    assert problem == "plan almudevar-ortega-v1 no longer evaluates dsprites under dsprites-color-dci-v1"
 
 
 def test_pending_keeps_finished_seeds_of_unfinished_entries_across_machines(swept, tmp_path, capsys):
@@ -1072,3 +1082,39 @@ def test_pending_keeps_finished_seeds_of_unfinished_entries_across_machines(swep
     assert "give it with --collect" in capsys.readouterr().err
     with pytest.raises(FactorbenchError, match="the reference folder itself"):
         collect(plan3, fresh, out, pending=out, **QUIET)
+
+
+def test_a_job_trained_again_scores_its_restored_results_again(tmp_path, data_dir, monkeypatch):
+    """A protocol added to a plan makes a finished job run again; on a new machine its run trains again and
+    may give other weights (another device): the results restored for it are scored again, so that every
+    protocol of a job scores one set of weights. Results of the same weights are kept as they are."""
+    import factorbench.baselines.checkpoint as checkpoint
+
+    one = _plan(tmp_path, PLAN.replace(', "square-dependent-v1"', "").replace("seeds = [0, 1]", "seeds = [0]"), "a.toml")
+    both = _plan(tmp_path, PLAN.replace("seeds = [0, 1]", "seeds = [0]"), "b.toml")
+    (job_one,), (job,) = expand(one), expand(both)
+    assert run_job(job_one, tmp_path / "first", one, OPTIONS) == "done"
+    collect(one, tmp_path / "first", tmp_path / "ref", **QUIET)
+    lsbd = "square-lsbd-v1"
+    # the same weights (same device, threads, precision): the restored result is kept byte for byte
+    restore(both, tmp_path / "same", tmp_path / "ref", **QUIET)
+    kept = result_path(tmp_path / "same", lsbd, job).read_bytes()
+    assert run_job(job, tmp_path / "same", both, OPTIONS) == "done"
+    assert result_path(tmp_path / "same", lsbd, job).read_bytes() == kept
+    # other weights: scored again, and both results name the weights they scored
+    restore(both, tmp_path / "other", tmp_path / "ref", **QUIET)
+    monkeypatch.setattr(checkpoint, "weights_sha256", lambda path: "f" * 64)
+    assert run_job(job, tmp_path / "other", both, OPTIONS) == "done"
+    for protocol in job.protocols:
+        assert json.loads(result_path(tmp_path / "other", protocol, job).read_text())["training"]["weights_sha256"] \
+            == "f" * 64
+
+
+def test_a_retired_protocol_round_trips_and_changes_the_hash_only_where_set(tmp_path):
+    plan = _plan(tmp_path)
+    retiring = _plan(tmp_path, PLAN.replace(', "square-dependent-v1"', "").replace(
+        'split = "all"', 'split = "all"\nretired = ["square-dependent-v1"]'), "r.toml")
+    assert retiring.datasets["square"].retired == ("square-dependent-v1",)
+    assert expand(retiring)[0].protocols == ("square-lsbd-v1",)  # nothing runs for a retired protocol
+    assert parse_plan(retiring.to_table()) == retiring and retiring.hash() != plan.hash()
+    assert "retired" not in plan.to_table()["datasets"]["square"]  # plans without it keep their hashes

@@ -135,3 +135,55 @@ def test_the_shipped_dsprites_population_with_its_dci_companion(capsys):
                  "--n-boot", "50"]) == 0
     out = capsys.readouterr().out
     assert f"| do_tran.jemmig{LOWER_IS_BETTER} |" in out and "| dci.disentanglement |" in out
+
+
+def test_a_v2_protocol_adds_the_whole_code_target():
+    """On a ``-dependent-v2`` protocol the whole-code accuracy is a third target, never a metric; on v1 the
+    two paper targets stay the only ones."""
+    from types import SimpleNamespace
+
+    from factorbench.benchmark.experiments.metric_meta_evaluation import (TARGETS, WHOLE_CODE_TARGET,
+                                                                           meta_evaluate_protocol)
+    from factorbench.benchmark.protocols import get_protocol
+
+    settings = list(dict.fromkeys(m.label.rsplit(".", 1)[0] for m in get_protocol("dsprites-dependent-v2").metrics))
+    assert settings[0] == "independent" and len(settings) == 5
+    rng = np.random.default_rng(1)
+    results = {}
+    for i in range(8):
+        scalars = {}
+        for s in settings:
+            single, whole = rng.random(), rng.random()
+            scalars.update({f"{s}.downstream.score": single, f"{s}.irs.score": rng.random(),
+                            f"{s}.downstream_full.score": whole, f"{s}.mig.score": whole ** 3,
+                            f"{s}.minimality_sufficiency.sufficiency": -single})
+        run = SimpleNamespace(training={"sweep": {"seed": 0}}, scalars=lambda scalars=scalars: scalars,
+                              directions={})
+        results[f"model{i}"] = [run]
+    result = meta_evaluate_protocol("dsprites-dependent-v2", results, n_boot=20)
+    assert result.targets == TARGETS + (WHOLE_CODE_TARGET,)
+    assert WHOLE_CODE_TARGET not in result.metrics and result.settings == tuple(settings)
+    m, t = result.metrics.index("mig.score"), result.targets.index(WHOLE_CODE_TARGET)
+    np.testing.assert_allclose(result.rho[:, m, t], 1.0)
+    m, t = result.metrics.index("minimality_sufficiency.sufficiency"), result.targets.index("downstream.score")
+    np.testing.assert_allclose(result.rho[:, m, t], -1.0)
+    v1 = meta_evaluate_protocol("dsprites-dependent-v1", results, n_boot=20)
+    assert v1.targets == TARGETS and v1.metrics == ("minimality_sufficiency.sufficiency", "mig.score")  # its labels only
+
+
+def test_a_companion_run_of_other_weights_is_not_joined():
+    """An encoder trained again (other weights) keeps its own protocol's row; the companion's scores of the
+    other training are left out, those of the same weights (or of runs that record none) kept."""
+    from types import SimpleNamespace
+
+    from factorbench.benchmark.experiments.metric_meta_evaluation import same_weights
+
+    def run(seed, weights):
+        return SimpleNamespace(training={"sweep": {"seed": seed}, **({"weights_sha256": weights} if weights else {})})
+
+    results = {"a": [run(0, "w0"), run(1, "w1")], "b": [run(0, "x0")], "c": [run(0, None)]}
+    companion = {"a": [run(0, "w0"), run(1, "other")], "b": [run(0, "retrained")], "c": [run(0, "y")],
+                 "d": [run(0, "z")]}
+    kept = same_weights(companion, results)
+    assert {m: [r.training.get("weights_sha256") for r in runs] for m, runs in kept.items()} == \
+        {"a": ["w0"], "c": ["y"], "d": ["z"]}

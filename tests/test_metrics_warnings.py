@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from factorbench.benchmark import toy
-from factorbench.benchmark.metrics import (d_lsbd, d_lsbd_objects, dci, do_tran, explicitness, informativeness, irs,
+from factorbench.benchmark.metrics import (d_lsbd, d_lsbd_objects, dci, do_tran, explicitness, full_code_accuracy,
+                                           informativeness, irs,
                                            jemmig, mig, minimality_sufficiency, misjed, modularity, rmig, sap,
                                            single_code_accuracy, windin, wsepin, zero_shot_informativeness)
 from factorbench.benchmark.metrics._base import constant_code_warnings
@@ -38,6 +39,7 @@ METRICS = {
     "irs": lambda c: irs(c, GRID),
     "minimality": lambda c: minimality_sufficiency(c, GRID),
     "downstream": lambda c: single_code_accuracy(c, GRID, n_train=30),
+    "downstream_full": lambda c: full_code_accuracy(c, GRID, n_train=30),
     "d_lsbd": lambda c: d_lsbd(_grid_codes(c)),
     "d_lsbd_objects": lambda c: d_lsbd_objects(_grid_codes(c)),
     "informativeness": lambda c: informativeness(c),

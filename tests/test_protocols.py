@@ -44,7 +44,7 @@ def test_registered_protocols_are_versioned_and_hash_stably():
             "modelnet40-lsbd-v1", "coil100-lsbd-v1", "teapot-dependent-v1", "square-dependent-v1",
             "arrow-dependent-v1", "airplane-dependent-v1"} <= set(PROTOCOLS)
     for name, protocol in PROTOCOLS.items():
-        assert name.endswith("-v1")
+        assert name.endswith(f"-v{protocol.version}") and protocol.version >= 1
         again = Protocol(**{f.name: getattr(protocol, f.name) for f in dataclasses.fields(protocol)})
         assert again.hash() == protocol.hash() == protocol.hash()
         assert json.loads(protocol.to_json())["name"] == name

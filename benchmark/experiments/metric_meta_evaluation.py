@@ -16,6 +16,11 @@ apart).
     python -m factorbench.benchmark.experiments.metric_meta_evaluation square-dependent-v1 --add mine.json --plot fig.png
     python -m factorbench.benchmark.experiments.metric_meta_evaluation dsprites-dependent-v1 \
         --with dsprites-dci-v1 --plan almudevar-ortega-v1
+    python -m factorbench.benchmark.experiments.metric_meta_evaluation dsprites-dependent-v2 \
+        --with dsprites-dci-v1 --plan almudevar-ortega-v2
+
+A ``-dependent-v2`` protocol adds a third target, the same forests on the whole code
+(:data:`WHOLE_CODE_TARGET`).
 
 ``--with`` adds the metrics of a companion protocol scored on the same encoders' independent data (DCI,
 BetaVAE, FactorVAE, Do & Tran's) to the independent setting, the one setting in which they are computed;
@@ -35,13 +40,17 @@ import numpy as np
 
 from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
 
-__all__ = ["MetaEvaluation", "TARGETS", "format_meta_evaluation", "meta_evaluate", "meta_evaluate_protocol",
+__all__ = ["MetaEvaluation", "TARGETS", "WHOLE_CODE_TARGET", "format_meta_evaluation", "meta_evaluate", "meta_evaluate_protocol",
            "plot_meta_evaluation", "runs_of_plan",
-           "population_of", "protocol_order", "spearman", "with_companion"]
+           "population_of", "protocol_order", "same_weights", "spearman", "with_companion"]
 
 #: the targets of Almudévar & Ortega's Figures 4 (downstream accuracy) and 5 (IRS), as scalar names
 #: within a setting (``<label>.<scalar>``)
 TARGETS = ("downstream.score", "irs.score")
+#: a third target where a protocol scores it (the ``-dependent-v2`` protocols): the same downstream forests
+#: on the whole code, so that a metric's correlation with the single-code readout can be told apart from
+#: its correlation with what the code holds at all
+WHOLE_CODE_TARGET = "downstream_full.score"
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
@@ -201,6 +210,22 @@ def with_companion(population: Mapping[str, Mapping[str, float]], companion: Map
     return out, added
 
 
+def same_weights(companion: Mapping[str, Sequence[Any]], results: Mapping[str, Sequence[Any]]
+                 ) -> dict[str, list[Any]]:
+    """``companion``'s runs (``{model: [runs]}``) less those that scored other weights than the run of the same
+    model and seed in ``results`` (both recording ``training.weights_sha256``), so that one encoder's row
+    never joins the scores of two trainings (e.g. a job trained again on another device)."""
+    def key(run: Any) -> Any:
+        return ((run.training or {}).get("sweep") or {}).get("seed")
+
+    weights = {(model, key(r)): (r.training or {}).get("weights_sha256") for model, runs in results.items()
+               for r in runs}
+    kept = {model: [r for r in runs if not (weights.get((model, key(r))) and (r.training or {}).get("weights_sha256")
+                                            and weights[(model, key(r))] != r.training["weights_sha256"])]
+            for model, runs in companion.items()}
+    return {model: runs for model, runs in kept.items() if runs}
+
+
 def runs_of_plan(results: Mapping[str, Sequence[Any]], *plans: str) -> dict[str, list[Any]]:
     """``{model: [runs]}`` with only the runs a sweep of one of ``plans`` trained, in their order (models
     left without runs dropped)."""
@@ -259,18 +284,23 @@ def meta_evaluate_protocol(protocol: str, results: Mapping[str, Sequence[Any]],
                            companion: Mapping[str, Sequence[Any]] | None = None, trained_only: bool = True,
                            n_boot: int = 1000, seed: int = 0) -> MetaEvaluation:
     """:func:`meta_evaluate` of a dependent-factor protocol's results (``{model: [runs]}``), in the
-    protocol's order of settings and metrics, with the companion protocol's metrics (``companion``,
+    protocol's order of settings and metrics, against :data:`TARGETS` (and :data:`WHOLE_CODE_TARGET` where the
+    protocol scores it), with the companion protocol's metrics (``companion``,
     :func:`with_companion`, oriented: a metric better when lower is negated) added to its first
     (independent) setting."""
     from factorbench.benchmark.protocols import get_protocol
 
     population = population_of(results, trained_only=trained_only)
-    settings, metrics = protocol_order(get_protocol(protocol), population)
+    spec = get_protocol(protocol)
+    whole_code = any(m.label.endswith("." + WHOLE_CODE_TARGET.split(".")[0]) for m in spec.metrics)
+    targets = TARGETS + ((WHOLE_CODE_TARGET,) if whole_code else ())
+    settings, metrics = protocol_order(spec, population, targets)
     if companion:
-        population, added = with_companion(population, population_of(companion, trained_only=trained_only,
-                                                                      oriented=True), settings[0])
+        population, added = with_companion(population, population_of(same_weights(companion, results),
+                                                                      trained_only=trained_only, oriented=True),
+                                           settings[0])
         metrics = metrics + [m for m in added if m not in metrics]
-    return meta_evaluate(population, metrics=metrics, settings=settings, n_boot=n_boot, seed=seed)
+    return meta_evaluate(population, targets, metrics=metrics, settings=settings, n_boot=n_boot, seed=seed)
 
 
 @exits_2_on_user_error
