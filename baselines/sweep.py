@@ -906,7 +906,8 @@ def _run_step(run_dir: Path, steps: int) -> int:
 def sweep_status(plan: Plan, sweep_dir: str | os.PathLike | None = None, only: str | None = None,
                  ask_slurm: bool = True) -> list[JobStatus]:
     """The state of every selected job: done, running (its lock is held), failed (with its error),
-    interrupted (started, stopped or killed; resumes on the next run) or left (never started); for the jobs
+    interrupted (started, stopped or killed; resumes on the next run) or left (never started, or finished
+    before a protocol was added to its dataset); for the jobs
     submitted to SLURM that are not done, what ``squeue``/``sacct`` say (``ask_slurm``)."""
     sweep_dir = Path(sweep_dir) if sweep_dir is not None else default_sweep_dir(plan)
     out = []
@@ -920,6 +921,10 @@ def sweep_status(plan: Plan, sweep_dir: str | os.PathLike | None = None, only: s
             state = "running"
         elif record.get("state") == "failed":
             state = "failed"
+        elif record.get("state") == "done":  # finished before a protocol was added to its dataset: runs again
+            state = "left"
+            if record.get("restored"):  # its time was spent elsewhere
+                record = {k: v for k, v in record.items() if k not in ("cpu_s", "wall_s")}
         elif record:
             state = "interrupted"
         else:

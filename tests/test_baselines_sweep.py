@@ -943,7 +943,7 @@ def test_local_sweep_gives_each_job_a_gpu_of_its_own_pack(tmp_path, data_dir, mo
 
     monkeypatch.setenv("FACTORBENCH_DATA", str(data_dir))
     monkeypatch.setattr(sweep_module, "visible_gpus", lambda device: (3, 5))
-    plan = _plan(tmp_path, PLAN + BETA)
+    plan = _plan(tmp_path, PLAN.replace(', "square-dependent-v1"', "") + BETA)  # one protocol: the packing is tested
     lines: list[str] = []
     outcome = run_sweep(plan, tmp_path / "sweep", pack=1, options=SweepOptions(samples=False), echo=lines.append)
     assert sorted(outcome.values()) == ["done"] * 3
@@ -974,7 +974,7 @@ def test_slurm_pack_runs_k_jobs_per_array_task(tmp_path, monkeypatch, data_dir):
     """--pack 2 under SLURM: three jobs in two array tasks of two SLURM tasks each; task r of an array task
     trains the group's r-th job, a task without a job returns at once."""
     submitted = _fake_slurm(tmp_path, monkeypatch)
-    plan = _plan(tmp_path, PLAN + BETA)
+    plan = _plan(tmp_path, PLAN.replace(', "square-dependent-v1"', "") + BETA)  # one protocol: the packing is tested
     sweep_dir = tmp_path / "sweep"
     outcome = run_sweep(plan, sweep_dir, engine="slurm", pack=2, options=OPTIONS, **QUIET)
     assert sorted(outcome.values()) == ["submitted"] * 3
@@ -1103,6 +1103,8 @@ def test_a_job_trained_again_scores_its_restored_results_again(tmp_path, data_di
     assert result_path(tmp_path / "same", lsbd, job).read_bytes() == kept
     # other weights: scored again, and both results name the weights they scored
     restore(both, tmp_path / "other", tmp_path / "ref", **QUIET)
+    (status,) = sweep_status(both, tmp_path / "other", ask_slurm=False)
+    assert (status.state, status.cpu_s) == ("left", 0.0)  # restored, then a protocol added: not "interrupted"
     monkeypatch.setattr(checkpoint, "weights_sha256", lambda path: "f" * 64)
     assert run_job(job, tmp_path / "other", both, OPTIONS) == "done"
     for protocol in job.protocols:
