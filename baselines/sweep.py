@@ -1070,9 +1070,10 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
                 continue
             folder = pending
         target = folder / protocol / f"{name}.json"
+        # the entry's file among the pending ones, once it is complete (then removed below)
+        left_pending = pending / protocol / f"{name}.json" if pending is not None and folder is out else None
         configs = {job.config.hash() for job in jobs}
-        for path, source in ((target, folder),) + (((pending / protocol / f"{name}.json", pending),)
-                                                     if pending is not None and folder is out else ()):
+        for path, source in ((target, folder),) + (((left_pending, pending),) if left_pending else ()):
             _check_collect_target(path, name, configs, set(seeds), sweep_dir, plan, source)
         document = {"model": name, "protocol": protocol,
                     "plan": plan.name,
@@ -1084,9 +1085,9 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
             written.append(target)
             echo(f"wrote {target} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''}"
                  + (f"; seeds {missing} not finished" if missing else "") + ")")
-        if pending is not None and folder is out and (pending / protocol / f"{name}.json").is_file():
-            (pending / protocol / f"{name}.json").unlink()
-            echo(f"removed {pending / protocol / f'{name}.json'}: the entry is complete in {out}")
+        if left_pending is not None and left_pending.is_file():
+            left_pending.unlink()
+            echo(f"removed {left_pending}: the entry is complete in {out}")
     return written
 
 

@@ -17,7 +17,7 @@ apart).
     python -m factorbench.benchmark.experiments.metric_meta_evaluation dsprites-dependent-v1 \
         --with dsprites-dci-v1 --plan almudevar-ortega-v1
     python -m factorbench.benchmark.experiments.metric_meta_evaluation dsprites-dependent-v2 \
-        --with dsprites-dci-v1 --plan almudevar-ortega-v2
+        --with dsprites-dci-v1 --plan almudevar-ortega-v1
 
 A ``-dependent-v2`` protocol adds a third target, the same forests on the whole code
 (:data:`WHOLE_CODE_TARGET`).
@@ -215,14 +215,18 @@ def same_weights(companion: Mapping[str, Sequence[Any]], results: Mapping[str, S
     """``companion``'s runs (``{model: [runs]}``) less those that scored other weights than the run of the same
     model and seed in ``results`` (both recording ``training.weights_sha256``), so that one encoder's row
     never joins the scores of two trainings (e.g. a job trained again on another device)."""
-    def key(run: Any) -> Any:
-        return ((run.training or {}).get("sweep") or {}).get("seed")
+    from factorbench.benchmark.results import _sweep_seed
 
-    weights = {(model, key(r)): (r.training or {}).get("weights_sha256") for model, runs in results.items()
-               for r in runs}
-    kept = {model: [r for r in runs if not (weights.get((model, key(r))) and (r.training or {}).get("weights_sha256")
-                                            and weights[(model, key(r))] != r.training["weights_sha256"])]
-            for model, runs in companion.items()}
+    def weights_of(run: Any) -> Any:
+        return (run.training or {}).get("weights_sha256")
+
+    scored = {(model, _sweep_seed(r)): weights_of(r) for model, runs in results.items() for r in runs}
+
+    def other_weights(model: str, run: Any) -> bool:
+        mine, theirs = weights_of(run), scored.get((model, _sweep_seed(run)))
+        return bool(mine and theirs and mine != theirs)
+
+    kept = {model: [r for r in runs if not other_weights(model, r)] for model, runs in companion.items()}
     return {model: runs for model, runs in kept.items() if runs}
 
 

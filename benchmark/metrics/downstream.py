@@ -60,9 +60,7 @@ def single_code_accuracy(codes: Any, factors: Any, *, classes: Any = None, group
     for j in metric_steps(range(k), k, f"forests per factor ({d} codes each)"):
         chance[j] = _chance(labels[:, j], train, test)
         for i in range(d):
-            forest = RandomForestClassifier(n_estimators=n_trees, random_state=int(rng.integers(2**31 - 1)), n_jobs=1)
-            forest.fit(z[train, i:i + 1], labels[train, j])
-            accuracy[i, j] = float(np.mean(forest.predict(z[test, i:i + 1]) == labels[test, j]))
+            accuracy[i, j] = _forest_accuracy(z[:, i:i + 1], labels[:, j], train, test, n_trees, rng)
     factor_accuracy = accuracy.max(axis=0)
     return with_warnings(DownstreamResult(float(factor_accuracy.mean()), factor_accuracy, accuracy, chance, len(train),
                                           len(test)), constant_code_warnings(z))
@@ -95,11 +93,18 @@ def full_code_accuracy(codes: Any, factors: Any, *, classes: Any = None, groups:
     accuracy, chance = np.zeros(k), np.zeros(k)
     for j in metric_steps(range(k), k, "forests per factor (whole code)"):
         chance[j] = _chance(labels[:, j], train, test)
-        forest = RandomForestClassifier(n_estimators=n_trees, random_state=int(rng.integers(2**31 - 1)), n_jobs=1)
-        forest.fit(z[train], labels[train, j])
-        accuracy[j] = float(np.mean(forest.predict(z[test]) == labels[test, j]))
+        accuracy[j] = _forest_accuracy(z, labels[:, j], train, test, n_trees, rng)
     return with_warnings(FullCodeAccuracyResult(float(accuracy.mean()), accuracy, chance, len(train), len(test)),
                          constant_code_warnings(z))
+
+
+def _forest_accuracy(x: np.ndarray, labels: np.ndarray, train: np.ndarray, test: np.ndarray, n_trees: int,
+                     rng: np.random.Generator) -> float:
+    """Accuracy on ``test`` of a forest of ``n_trees`` trees fitted on ``train`` (seeded by the next draw of
+    ``rng``)."""
+    forest = RandomForestClassifier(n_estimators=n_trees, random_state=int(rng.integers(2**31 - 1)), n_jobs=1)
+    forest.fit(x[train], labels[train])
+    return float(np.mean(forest.predict(x[test]) == labels[test]))
 
 
 def _chance(labels: np.ndarray, train: np.ndarray, test: np.ndarray) -> float:
