@@ -15,7 +15,7 @@ from safetensors.torch import load, save
 
 from factorbench.generators.errors import FactorbenchError
 
-__all__ = ["atomic_write_bytes", "load_checkpoint", "load_weights", "noise_seed_after_device_change", "save_checkpoint",
+__all__ = ["atomic_write_bytes", "checkpoint_summary", "load_checkpoint", "load_weights", "noise_seed_after_device_change", "save_checkpoint",
            "save_weights", "tensors_sha256", "weights_sha256"]
 
 
@@ -137,6 +137,19 @@ def noise_seed_after_device_change(noise_seed: int, step: int) -> int:
     import numpy as np
 
     return int(np.random.SeedSequence([noise_seed, step]).generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+def checkpoint_summary(path: Path) -> tuple[int, dict[str, Any]]:
+    """(step, extra) of a checkpoint, read from its JSON header alone (no tensors): what a resume would
+    continue from, cheap enough to check before any data is loaded."""
+    try:
+        with open(path, "rb") as f:
+            header_len = int.from_bytes(f.read(8), "little")
+            metadata = json.loads(f.read(header_len)).get("__metadata__", {}) or {}
+        return int(metadata["step"]), json.loads(metadata["extra"])
+    except (OSError, KeyError, ValueError) as exc:
+        raise FactorbenchError(f"{path} is not a readable factorbench checkpoint ({exc}); pass --force to start "
+                               "the run over") from None
 
 
 def load_checkpoint(path: Path, model: torch.nn.Module, optimizers: dict[str, torch.optim.Optimizer],

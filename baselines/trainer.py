@@ -33,7 +33,7 @@ from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.fileformat import package_version
 
 from . import models  # noqa: F401  (registers every model family)
-from .checkpoint import atomic_write_bytes, load_checkpoint, save_checkpoint, save_weights
+from .checkpoint import atomic_write_bytes, checkpoint_summary, load_checkpoint, save_checkpoint, save_weights
 from .config import ModelConfig, get_family
 from .data import DEFAULT_MEMORY_LIMIT, TrainingData, resolve_dataset
 from .nets import check_image_shape, is_convolutional
@@ -96,6 +96,27 @@ def _cpu_has_bf16() -> bool:
 
     flags = cpuinfo()
     return " amx_bf16" in flags or " avx512_bf16" in flags
+
+
+#: bf16 autocast against fp32 per training step on a CPU without bf16 units (AMD EPYC, AVX2 only, 1 thread,
+#: the burgess conv net at batch 64): 4.41 s against 0.32 s (BASELINES.md, Speed)
+BF16_EMULATION_SLOWDOWN = 14
+
+
+def _check_resumed_precision(checkpoint: Path, precision: str, requested: str) -> None:
+    """Refuse to continue a checkpoint in another precision than it was trained in: precision is part of what
+    a run computes (bf16 and fp32 runs of one config differ in every score), so a run trained half in each
+    is neither. Checked from the checkpoint's header, before the first step."""
+    step, extra = checkpoint_summary(checkpoint)
+    trained = extra.get("precision")
+    if trained is None or trained == precision:
+        return
+    why = (f"--precision {requested} chooses {precision} on this machine" if requested == "auto"
+           else f"this resume asks for --precision {precision}")
+    raise FactorbenchError(f"{checkpoint.parent} was trained in {trained} up to step {step:,}, and {why}; a run's "
+                           f"precision is part of what it computes, so it is not continued in another. Pass "
+                           f"--precision {trained} to continue it as it began, or start it over in {precision} "
+                           f"(`factorbench train --force`; in a sweep, delete {checkpoint.parent})")
 
 
 def cpu_model_name() -> str:
@@ -309,6 +330,10 @@ def train(config: ModelConfig, dataset: str | Path, run_dir: str | Path, *, spli
         torch.set_num_threads(options.threads)
     device = choose_device(options.device)
     precision = choose_precision(options.precision, device)
+    if device.type == "cpu" and precision == "bf16" and not _cpu_has_bf16():
+        print(f"warning: --precision bf16 on a CPU without bf16 units ({cpu_model_name()}: no AVX512-BF16, no AMX) "
+              f"runs emulated, about {BF16_EMULATION_SLOWDOWN:g}x slower per step than fp32 (measured on an AMD EPYC "
+              "with AVX2 only); --precision auto trains in fp32 here", file=sys.stderr)
     if options.log_every < 1 or options.checkpoint_every_s <= 0:
         raise FactorbenchError("log_every and checkpoint_every_s must be positive")
     if options.resident_data not in ("auto", "always", "never"):
@@ -335,6 +360,8 @@ def train(config: ModelConfig, dataset: str | Path, run_dir: str | Path, *, spli
                 print(f"{run_dir} is complete ({config.name}, {done['steps']} steps); not retrained")
             return TrainResult(run_dir, spec.hash(), "already complete", done["steps"], done["wall_time_s"],
                                done.get("steps_per_s", math.nan))
+        if state == "resume" and (run_dir / CHECKPOINT).is_file():
+            _check_resumed_precision(run_dir / CHECKPOINT, precision, options.precision)
         return _train(config, data, spec, run_dir, device, precision, state == "resume", options, draw, stop)
     finally:
         data.close()

@@ -503,3 +503,37 @@ def test_a_resumed_optimiser_keeps_its_parameters_memory_layout(tmp_path):
         m(x).square().sum().backward()
         o.step()
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), resumed.parameters()))
+
+
+def test_a_checkpoint_is_not_continued_in_another_precision(generated, tmp_path, capsys):
+    """A run trained in fp32 up to a checkpoint refuses a bf16 resume (and says which precision continues it),
+    before any step; the same precision resumes; ``--force`` starts over in the new precision."""
+    config = _tiny("vae", steps=20)
+    fp32 = QUIET.__class__(**{**QUIET.__dict__, "stop_after": 8, "precision": "fp32"})
+    train(config, generated("square"), tmp_path / "run", options=fp32)
+    before = (tmp_path / "run" / "checkpoint.safetensors").read_bytes()
+    bf16 = QUIET.__class__(**{**QUIET.__dict__, "precision": "bf16"})
+    with pytest.raises(FactorbenchError, match=r"trained in fp32 up to step 8.*--precision fp32 to continue"):
+        train(config, generated("square"), tmp_path / "run", resume=True, options=bf16)
+    assert (tmp_path / "run" / "checkpoint.safetensors").read_bytes() == before  # nothing lost
+    run = tmp_path / "run"
+    code = cli(["train", "vae", "--dataset", str(generated("square")), "--out", str(run), "--resume", "--quiet",
+                "--precision", "bf16", "--steps", "20"] + [f"--param={k}={v}" for k, v in TINY.items()])
+    assert code == 2 and "trained in fp32 up to step 8" in capsys.readouterr().err
+    done = train(config, generated("square"), run, resume=True,
+                 options=QUIET.__class__(**{**QUIET.__dict__, "precision": "fp32"}))
+    assert done.status == "finished" and done.step == 20
+
+
+def test_bf16_on_a_cpu_without_bf16_units_warns_that_it_is_emulated(generated, tmp_path, capsys, monkeypatch):
+    from factorbench.baselines import trainer
+
+    monkeypatch.setattr(trainer, "_cpu_has_bf16", lambda: False)
+    config = _tiny("vae", steps=2)
+    train(config, generated("square"), tmp_path / "bf16", options=QUIET.__class__(**{**QUIET.__dict__, "precision": "bf16"}))
+    err = capsys.readouterr().err
+    assert "runs emulated" in err and "--precision auto trains in fp32 here" in err
+    train(config, generated("square"), tmp_path / "fp32", options=QUIET.__class__(**{**QUIET.__dict__, "precision": "fp32"}))
+    monkeypatch.setattr(trainer, "_cpu_has_bf16", lambda: True)
+    train(config, generated("square"), tmp_path / "native", options=QUIET.__class__(**{**QUIET.__dict__, "precision": "bf16"}))
+    assert "emulated" not in capsys.readouterr().err
