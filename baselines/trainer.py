@@ -98,9 +98,9 @@ def _cpu_has_bf16() -> bool:
     return " amx_bf16" in flags or " avx512_bf16" in flags
 
 
-#: bf16 autocast against fp32 per training step on a CPU without bf16 units (AMD EPYC, AVX2 only, 1 thread,
-#: the burgess conv net at batch 64): 4.41 s against 0.32 s (BASELINES.md, Speed)
-BF16_EMULATION_SLOWDOWN = 14
+#: fp32 steps/s over bf16 autocast steps/s on a CPU without bf16 units (AMD EPYC, AVX2 only, 1 thread, the
+#: burgess network at batch 64): 2.73 / 0.30 for 3 channels, 3.31 / 0.34 for 1 (BASELINES.md, Precision)
+BF16_EMULATION_SLOWDOWN = 9
 
 
 def _check_resumed_precision(checkpoint: Path, precision: str, requested: str) -> None:
