@@ -197,20 +197,60 @@ def check_precision(jobs: Sequence[Job], sweep_dir: Path, precision: str) -> Non
         return
     other: dict[str, list[str]] = {}
     for job in jobs:
-        for p in job.protocols:
-            result = _read_json(result_path(Path(sweep_dir), p, job))
-            if result is None or _mismatch(result, job, p):  # not a finished result of this job
-                continue
-            trained = (result.get("training") or {}).get("trained") or {}
-            if trained.get("precision") not in (None, precision):
-                other.setdefault(str(trained["precision"]), []).append(job.id)
-            break
+        trained = _trained_precision(Path(sweep_dir), job)
+        if trained not in (None, precision):
+            other.setdefault(trained, []).append(job.id)
     if other:
         listed = "; ".join(f"{len(ids)} in {prec} ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})"
                            for prec, ids in sorted(other.items()))
         raise FactorbenchError(f"--precision {precision}: finished jobs of {sweep_dir} were trained in another "
                                f"precision: {listed}. A job's precision is part of what it computes: for {precision} "
                                "replicates use another sweep directory (--dir), or leave --precision auto to keep these")
+
+
+def _trained_precision(sweep_dir: Path, job: Job) -> str | None:
+    """The precision a finished job trained in (from its first finished result); None when it has no finished
+    result, or its result predates the record."""
+    for p in job.protocols:
+        result = _read_json(result_path(sweep_dir, p, job))
+        if result is None or _mismatch(result, job, p):  # not a finished result of this job
+            continue
+        trained = ((result.get("training") or {}).get("trained") or {}).get("precision")
+        return None if trained is None else str(trained)
+    return None
+
+
+def _row_precisions(jobs: Sequence[Job], sweep_dir: Path) -> dict[tuple[str, str], dict[str, list[int]]]:
+    """(entry, dataset) -> precision -> the seeds of that row finished in it."""
+    rows: dict[tuple[str, str], dict[str, list[int]]] = {}
+    for job in jobs:
+        trained = _trained_precision(sweep_dir, job)
+        if trained is not None:
+            rows.setdefault((job.entry.name, job.dataset.name), {}).setdefault(trained, []).append(job.seed)
+    return rows
+
+
+def _seeds_in(precisions: Mapping[str, Sequence[int]]) -> str:
+    return "; ".join(f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, sorted(seeds)))} in {prec}"
+                     for prec, seeds in sorted(precisions.items(), key=lambda item: min(item[1])))
+
+
+def check_row_precision(plan: Plan, todo: Sequence[Job], sweep_dir: Path, precision: str) -> None:
+    """Refuse (before any work) to train a job in ``precision`` beside seeds of its row (same entry and
+    dataset) that finished in another: a row's seeds share one precision, or its spread measures the
+    precision as well as the seed. With ``--precision auto`` this is what happens when a row's seeds are
+    trained on machines of different kinds (bf16 units or not)."""
+    rows = _row_precisions(expand(plan), sweep_dir)
+    clashes = [(job, rows[(job.entry.name, job.dataset.name)]) for job in todo
+               if set(rows.get((job.entry.name, job.dataset.name), {})) - {precision}]
+    if clashes:
+        listed = "; ".join(f"{job.id} (its row has {_seeds_in(row)})" for job, row in clashes[:4])
+        more = f"; and {len(clashes) - 4} more" if len(clashes) > 4 else ""
+        raise FactorbenchError(f"{len(clashes)} job{'s' if len(clashes) != 1 else ''} would train in {precision} beside "
+                               f"finished seeds of their row trained in another precision: {listed}{more}. A row's "
+                               "seeds share one precision: train these in their row's (--precision P; bf16 on a CPU "
+                               "without bf16 units is emulated, about 9x slower), on a machine where --precision "
+                               "auto gives it, or leave them out (--only)")
 
 
 # ------------------------------------------------------------------------------------------------ locks
@@ -790,6 +830,21 @@ def _record_plan(sweep_dir: Path, plan: Plan) -> None:
                                        indent=1, sort_keys=True))
 
 
+def _precision_here(engine: str, gpus: Sequence[int], options: SweepOptions) -> str | None:
+    """The precision jobs will train in: ``--precision`` when named; for ``auto`` on the local engine, what
+    the trainer chooses on this machine (fp32 on a GPU; bf16 on a CPU with bf16 units, else fp32). None
+    under SLURM with ``auto``: the nodes decide (``collect`` still refuses a row of mixed precisions)."""
+    if options.precision != "auto":
+        return options.precision
+    if engine != "local":
+        return None
+    import torch
+
+    from .trainer import choose_precision
+
+    return choose_precision("auto", torch.device("cuda" if gpus else "cpu"))
+
+
 def run_sweep(plan: Plan, sweep_dir: str | os.PathLike | None = None, *, engine: str = "local",
               parallel: int | None = None, only: str | None = None, options: SweepOptions = SweepOptions(),
               settings: SlurmSettings | Mapping[str, Any] | None = None,
@@ -834,6 +889,9 @@ def run_sweep(plan: Plan, sweep_dir: str | os.PathLike | None = None, *, engine:
     check_precision(jobs, sweep_dir, options.precision)
     outcome = {j.id: "skipped" for j in jobs if job_done(j, sweep_dir)}
     todo = tuple(j for j in jobs if j.id not in outcome)
+    here = _precision_here(engine, gpus, options)
+    if here is not None:
+        check_row_precision(plan, todo, sweep_dir, here)
     check_sources(todo, options)
     check_source_copies(jobs, sweep_dir, options)
     if todo:
@@ -1052,6 +1110,14 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
     for job in expand(plan):
         for p in job.protocols:
             groups.setdefault((p, job.entry.name), []).append(job)
+    mixed = [f"{entry}/{dataset} ({_seeds_in(row)})" for (entry, dataset), row in
+             _row_precisions(expand(plan), sweep_dir).items() if len(row) > 1]
+    if mixed:
+        raise FactorbenchError(f"{len(mixed)} row{'s' if len(mixed) != 1 else ''} of {sweep_dir} mix precisions: "
+                               f"{'; '.join(mixed[:4])}{'; ...' if len(mixed) > 4 else ''}. A row's seeds share one "
+                               "precision, or its spread measures the precision as well as the seed: nothing was "
+                               "written. Move the odd seeds' results aside (results/PROTOCOL/ENTRY/seedK.json in the sweep "
+                               "directory) and train them again in the row's precision (--only ID --precision P)")
     written = []
     for (protocol, name), jobs in groups.items():
         runs, seeds, missing = [], [], []

@@ -394,6 +394,46 @@ def test_a_finished_job_in_another_precision_is_refused_not_rerun(swept, capsys)
     assert _tree(sweep_dir) == before
 
 
+def test_a_row_of_mixed_precisions_is_neither_trained_nor_collected(swept, tmp_path, monkeypatch, capsys):
+    """A row's seeds share one precision: with seed 0 finished in its precision, seed 1 is refused (before any
+    work) where --precision auto would train it in the other one (a machine of another kind), and a sweep
+    directory whose row already mixes them is not collected (nothing written)."""
+    import shutil
+
+    from factorbench.baselines import trainer
+    from factorbench.baselines.sweep import check_row_precision, collect
+
+    plan, swept_dir, _ = swept
+    sweep_dir = tmp_path / "sweep"
+    shutil.copytree(swept_dir, sweep_dir)
+    seed0, seed1 = expand(plan)
+    own = json.loads(result_path(sweep_dir, seed0.protocols[0], seed0).read_text())["training"]["trained"]["precision"]
+    other = {"bf16": "fp32", "fp32": "bf16"}[own]
+    for protocol in seed1.protocols:  # seed 1 finished in the other precision (as on another machine)
+        path = result_path(sweep_dir, protocol, seed1)
+        result = json.loads(path.read_text())
+        result["training"]["trained"]["precision"] = other
+        path.write_text(json.dumps(result))
+    out = tmp_path / "collected"
+    with pytest.raises(FactorbenchError, match=rf"1 row of .* mix precisions: vae/square \(seed 0 in {own}; seed 1 "
+                                               rf"in {other}\).*nothing was written"):
+        collect(plan, sweep_dir, out, **QUIET)
+    assert not out.exists()
+    for protocol in seed1.protocols:  # seed 1 not trained yet
+        result_path(sweep_dir, protocol, seed1).unlink()
+    monkeypatch.setattr(trainer, "choose_precision", lambda requested, device: other)
+    before = _tree(sweep_dir)
+    with pytest.raises(FactorbenchError, match=rf"1 job would train in {other} beside finished seeds of their row "
+                                               rf"trained in another precision: vae/square/seed1 \(its row has seed 0 "
+                                               rf"in {own}\)"):
+        run_sweep(plan, sweep_dir, options=OPTIONS, **QUIET)
+    assert cli(["sweep", plan.source, "--dir", str(sweep_dir), "--threads", "1"]) == 2
+    assert "A row's seeds share one precision" in capsys.readouterr().err
+    assert _tree(sweep_dir) == before
+    check_row_precision(plan, [seed1], sweep_dir, own)  # in the row's own precision it trains
+    assert len(collect(plan, sweep_dir, out, **QUIET)) == 2  # one finished seed, no mix: collected
+
+
 def test_a_changed_finished_entry_is_refused(swept, tmp_path):
     plan, sweep_dir, _ = swept
     changed = _plan(tmp_path, PLAN.replace("hidden = 32", "hidden = 48"))
