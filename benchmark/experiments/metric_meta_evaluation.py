@@ -268,15 +268,19 @@ def plot_meta_evaluation(result: MetaEvaluation, path: str | Path) -> Path:
 
     fig, axes = plt.subplots(1, len(result.targets), figsize=(1.6 + 1.1 * len(result.settings) * len(result.targets),
                                                               0.8 + 0.4 * len(result.metrics)), squeeze=False)
+    cmap = matplotlib.colormaps["RdBu_r"].copy()
+    cmap.set_bad("#d9d9d9")  # grey where a metric is not scored in a setting: not to be read as rho = 0
     for t, ax in enumerate(axes[0]):
-        image = ax.imshow(result.rho[:, :, t].T, vmin=-1, vmax=1, cmap="RdBu_r", aspect="auto")
+        image = ax.imshow(np.ma.masked_invalid(result.rho[:, :, t].T), vmin=-1, vmax=1, cmap=cmap, aspect="auto")
         ax.set_xticks(range(len(result.settings)), result.settings, rotation=45, ha="right")
         ax.set_yticks(range(len(result.metrics)), result.metrics if t == 0 else [""] * len(result.metrics))
         ax.set_title(f"rho with {result.targets[t]}")
         for s in range(len(result.settings)):
             for m in range(len(result.metrics)):
-                if not math.isnan(result.rho[s, m, t]):
-                    ax.text(s, m, f"{result.rho[s, m, t]:.2f}", ha="center", va="center", fontsize=7)
+                rho = result.rho[s, m, t]
+                if not math.isnan(rho):  # white on the dark ends of the scale, black elsewhere
+                    ax.text(s, m, f"{rho:.2f}", ha="center", va="center", fontsize=7,
+                            color="white" if abs(rho) > 0.6 else "black")
     fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8)
     path = Path(path)
     fig.savefig(path, dpi=120, bbox_inches="tight")
