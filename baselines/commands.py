@@ -187,8 +187,9 @@ def _sweep(p: argparse.ArgumentParser) -> None:
             raise FactorbenchError("sweeps need submitit: pip install 'factorbench[train]'") from None
         from .plan import expand, load_plan, select
         from .slurm import parse_slurm_settings
-        from .sweep import (ENGINES, SweepOptions, collect, default_sweep_dir, format_status, job_done, restore,
-                            run_sweep, sweep_status)
+        from .gpus import visible_gpus
+        from .sweep import (ENGINES, SweepOptions, collect, default_sweep_dir, format_status, job_done,
+                            precision_here_for, restore, run_sweep, sweep_status)
 
         if args.engine not in ENGINES:
             raise FactorbenchError(f"--engine {args.engine!r}: choose one of {', '.join(ENGINES)}")
@@ -203,7 +204,10 @@ def _sweep(p: argparse.ArgumentParser) -> None:
         if args.dir and (args.status or args.collect is not None) and not sweep_dir.is_dir():
             raise FactorbenchError(f"--dir {sweep_dir}: no such sweep folder (a sweep writes it when it starts)")
         if args.status:
-            print(format_status(plan, sweep_status(plan, sweep_dir, args.only), sweep_dir, verbose=args.verbose))
+            options = SweepOptions(device=args.device, precision=plan.precision or args.precision)
+            here = precision_here_for(args.engine, visible_gpus(args.device) if args.engine == "local" else (), options)
+            print(format_status(plan, sweep_status(plan, sweep_dir, args.only), sweep_dir, verbose=args.verbose,
+                                precision_here=here))
             return 0
         if args.complete_only and args.collect is None:
             raise FactorbenchError("--complete-only says which entries --collect writes; give it with --collect")

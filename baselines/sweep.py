@@ -830,7 +830,7 @@ def _record_plan(sweep_dir: Path, plan: Plan) -> None:
                                        indent=1, sort_keys=True))
 
 
-def _precision_here(engine: str, gpus: Sequence[int], options: SweepOptions) -> str | None:
+def precision_here_for(engine: str, gpus: Sequence[int], options: SweepOptions) -> str | None:
     """The precision jobs will train in: ``--precision`` when named; for ``auto`` on the local engine, what
     the trainer chooses on this machine (fp32 on a GPU; bf16 on a CPU with bf16 units, else fp32). None
     under SLURM with ``auto``: the nodes decide (``collect`` still refuses a row of mixed precisions)."""
@@ -889,7 +889,7 @@ def run_sweep(plan: Plan, sweep_dir: str | os.PathLike | None = None, *, engine:
     check_precision(jobs, sweep_dir, options.precision)
     outcome = {j.id: "skipped" for j in jobs if job_done(j, sweep_dir)}
     todo = tuple(j for j in jobs if j.id not in outcome)
-    here = _precision_here(engine, gpus, options)
+    here = precision_here_for(engine, gpus, options)
     if here is not None:
         check_row_precision(plan, todo, sweep_dir, here)
     check_sources(todo, options)
@@ -941,6 +941,8 @@ class JobStatus:
     trained_on: str = ""
     #: what SLURM says about the job's latest submission when it is not done (pending and why, NODE_FAIL, ...)
     slurm: str = ""
+    #: for a job not done: the precisions its row's finished seeds (same entry and dataset) trained in
+    row_precisions: tuple[str, ...] = ()
 
 
 def _checkpoint_step(run_dir: Path) -> int | None:
@@ -994,6 +996,10 @@ def sweep_status(plan: Plan, sweep_dir: str | os.PathLike | None = None, only: s
                              int(record.get("attempts", 0)), step, int(record.get("external_steps", 0)),
                              state == "done" and bool(record.get("restored")),
                              str(record.get("device", "")) if state == "done" and record.get("restored") else ""))
+    open_rows = {(s.job.entry.name, s.job.dataset.name) for s in out if s.state != "done"}
+    rows = _row_precisions([j for j in expand(plan) if (j.entry.name, j.dataset.name) in open_rows], sweep_dir)
+    out = [dataclasses.replace(s, row_precisions=tuple(sorted(rows.get((s.job.entry.name, s.job.dataset.name), {}))))
+           if s.state != "done" else s for s in out]
     if ask_slurm:
         told = slurm_states(sweep_dir, [s.job.id for s in out if s.state != "done"])
         out = [dataclasses.replace(s, slurm=told[s.job.id].describe()) if s.job.id in told else s for s in out]
@@ -1024,9 +1030,12 @@ def _estimate_cpu_s(statuses: Sequence[JobStatus]) -> float | None:
     return total
 
 
-def format_status(plan: Plan, statuses: Sequence[JobStatus], sweep_dir: Path, verbose: bool = False) -> str:
+def format_status(plan: Plan, statuses: Sequence[JobStatus], sweep_dir: Path, verbose: bool = False,
+                  precision_here: str | None = None) -> str:
     """Counts per state, CPU hours spent and an estimate for the rest, then the jobs that are not done
-    (all jobs with ``verbose``), failures with their error."""
+    (all jobs with ``verbose``), failures with their error. A job whose row already has finished seeds says
+    their precision, and, given ``precision_here`` (what a sweep here would train in), whether a sweep
+    here refuses it (:func:`check_row_precision`)."""
     counts = {s: sum(1 for x in statuses if x.state == s) for s in STATES}
     restored = sum(1 for x in statuses if x.restored)
     ran = [s for s in statuses if not s.restored]
@@ -1040,6 +1049,8 @@ def format_status(plan: Plan, statuses: Sequence[JobStatus], sweep_dir: Path, ve
              f"CPU time spent: {spent / 3600:.2f} h (wall {sum(s.wall_s for s in ran) / 3600:.2f} h); "
              + ("estimate for the rest: " + (f"{estimate / 3600:.2f} CPU h" if estimate is not None else
                                              "none until a job has finished"))]
+    if precision_here is not None:
+        lines.append(f"a sweep here trains in {precision_here}")
     for s in statuses:
         if s.state == "done" and not verbose:
             continue
@@ -1047,6 +1058,10 @@ def format_status(plan: Plan, statuses: Sequence[JobStatus], sweep_dir: Path, ve
         line = f"  {s.job.index:>4}  {s.job.id:<36} {s.state}{extra}"
         if s.attempts:
             line += f"  {s.cpu_s / 60:.1f} CPU min, {s.attempts} attempt{'s' if s.attempts > 1 else ''}"
+        if s.row_precisions:
+            line += f"  (row in {', '.join(s.row_precisions)}"
+            line += (f"; refused here, where it would train in {precision_here})"
+                     if precision_here is not None and set(s.row_precisions) - {precision_here} else ")")
         lines.append(line + (f"  [{s.slurm}]" if s.slurm else ""))
         if s.error:
             lines += [f"        {text}" for text in s.error.splitlines()[-6:]]

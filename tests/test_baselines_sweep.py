@@ -429,6 +429,10 @@ def test_a_row_of_mixed_precisions_is_neither_trained_nor_collected(swept, tmp_p
         run_sweep(plan, sweep_dir, options=OPTIONS, **QUIET)
     assert cli(["sweep", plan.source, "--dir", str(sweep_dir), "--threads", "1"]) == 2
     assert "A row's seeds share one precision" in capsys.readouterr().err
+    assert cli(["sweep", plan.source, "--dir", str(sweep_dir), "--status"]) == 0  # --status says so too
+    status = capsys.readouterr().out
+    assert f"a sweep here trains in {other}" in status
+    assert re.search(rf"vae/square/seed1 +left .* \(row in {own}; refused here, where it would train in {other}\)", status)
     assert _tree(sweep_dir) == before
     check_row_precision(plan, [seed1], sweep_dir, own)  # in the row's own precision it trains
     assert len(collect(plan, sweep_dir, out, **QUIET)) == 2  # one finished seed, no mix: collected
