@@ -220,14 +220,23 @@ def _trained_precision(sweep_dir: Path, job: Job) -> str | None:
     return None
 
 
-def _row_precisions(jobs: Sequence[Job], sweep_dir: Path) -> dict[tuple[str, str], dict[str, list[int]]]:
-    """(entry, dataset) -> precision -> the seeds of that row finished in it."""
-    rows: dict[tuple[str, str], dict[str, list[int]]] = {}
+def _row_precisions(jobs: Sequence[Job], sweep_dir: Path) -> dict[tuple[str, str], dict[int, str]]:
+    """(entry, dataset) -> seed -> the precision that seed finished in."""
+    rows: dict[tuple[str, str], dict[int, str]] = {}
     for job in jobs:
         trained = _trained_precision(sweep_dir, job)
         if trained is not None:
-            rows.setdefault((job.entry.name, job.dataset.name), {}).setdefault(trained, []).append(job.seed)
+            rows.setdefault((job.entry.name, job.dataset.name), {})[job.seed] = trained
     return rows
+
+
+def _by_precision(row: Mapping[int, str], but: int | None = None) -> dict[str, list[int]]:
+    """precision -> seeds of ``row`` (seed -> precision), leaving out seed ``but``."""
+    out: dict[str, list[int]] = {}
+    for seed, precision in sorted(row.items()):
+        if seed != but:
+            out.setdefault(precision, []).append(seed)
+    return out
 
 
 def _seeds_in(precisions: Mapping[str, Sequence[int]]) -> str:
@@ -236,15 +245,19 @@ def _seeds_in(precisions: Mapping[str, Sequence[int]]) -> str:
 
 
 def check_row_precision(plan: Plan, todo: Sequence[Job], sweep_dir: Path, precision: str) -> None:
-    """Refuse (before any work) to train a job in ``precision`` beside seeds of its row (same entry and
+    """Refuse (before any work) to train a job in ``precision`` beside other seeds of its row (same entry and
     dataset) that finished in another: a row's seeds share one precision, or its spread measures the
     precision as well as the seed. With ``--precision auto`` this is what happens when a row's seeds are
-    trained on machines of different kinds (bf16 units or not)."""
+    trained on machines of different kinds (bf16 units or not). The job's own earlier results do not count:
+    a job that trains again scores every protocol again on its new weights."""
     rows = _row_precisions(expand(plan), sweep_dir)
-    clashes = [(job, rows[(job.entry.name, job.dataset.name)]) for job in todo
-               if set(rows.get((job.entry.name, job.dataset.name), {})) - {precision}]
+    clashes = []
+    for job in todo:
+        others = _by_precision(rows.get((job.entry.name, job.dataset.name), {}), but=job.seed)
+        if set(others) - {precision}:
+            clashes.append((job, others))
     if clashes:
-        listed = "; ".join(f"{job.id} (its row has {_seeds_in(row)})" for job, row in clashes[:4])
+        listed = "; ".join(f"{job.id} (its row has {_seeds_in(others)})" for job, others in clashes[:4])
         more = f"; and {len(clashes) - 4} more" if len(clashes) > 4 else ""
         raise FactorbenchError(f"{len(clashes)} job{'s' if len(clashes) != 1 else ''} would train in {precision} beside "
                                f"finished seeds of their row trained in another precision: {listed}{more}. A row's "
@@ -941,7 +954,7 @@ class JobStatus:
     trained_on: str = ""
     #: what SLURM says about the job's latest submission when it is not done (pending and why, NODE_FAIL, ...)
     slurm: str = ""
-    #: for a job not done: the precisions its row's finished seeds (same entry and dataset) trained in
+    #: for a job not done: the precisions its row's other finished seeds (same entry and dataset) trained in
     row_precisions: tuple[str, ...] = ()
 
 
@@ -998,8 +1011,9 @@ def sweep_status(plan: Plan, sweep_dir: str | os.PathLike | None = None, only: s
                              str(record.get("device", "")) if state == "done" and record.get("restored") else ""))
     open_rows = {(s.job.entry.name, s.job.dataset.name) for s in out if s.state != "done"}
     rows = _row_precisions([j for j in expand(plan) if (j.entry.name, j.dataset.name) in open_rows], sweep_dir)
-    out = [dataclasses.replace(s, row_precisions=tuple(sorted(rows.get((s.job.entry.name, s.job.dataset.name), {}))))
-           if s.state != "done" else s for s in out]
+    out = [dataclasses.replace(s, row_precisions=tuple(sorted(_by_precision(
+        rows.get((s.job.entry.name, s.job.dataset.name), {}), but=s.job.seed)))) if s.state != "done" else s
+        for s in out]
     if ask_slurm:
         told = slurm_states(sweep_dir, [s.job.id for s in out if s.state != "done"])
         out = [dataclasses.replace(s, slurm=told[s.job.id].describe()) if s.job.id in told else s for s in out]
@@ -1125,8 +1139,8 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
     for job in expand(plan):
         for p in job.protocols:
             groups.setdefault((p, job.entry.name), []).append(job)
-    mixed = [f"{entry}/{dataset} ({_seeds_in(row)})" for (entry, dataset), row in
-             _row_precisions(expand(plan), sweep_dir).items() if len(row) > 1]
+    mixed = [f"{entry}/{dataset} ({_seeds_in(_by_precision(row))})" for (entry, dataset), row in
+             _row_precisions(expand(plan), sweep_dir).items() if len(set(row.values())) > 1]
     if mixed:
         raise FactorbenchError(f"{len(mixed)} row{'s' if len(mixed) != 1 else ''} of {sweep_dir} mix precisions: "
                                f"{'; '.join(mixed[:4])}{'; ...' if len(mixed) > 4 else ''}. A row's seeds share one "
