@@ -954,19 +954,30 @@ class JobStatus:
     trained_on: str = ""
     #: what SLURM says about the job's latest submission when it is not done (pending and why, NODE_FAIL, ...)
     slurm: str = ""
+    #: the precision of the unfinished run's checkpoint ("" without one)
+    checkpoint_precision: str = ""
     #: for a job not done: the precisions its row's other finished seeds (same entry and dataset) trained in
     row_precisions: tuple[str, ...] = ()
 
 
-def _checkpoint_step(run_dir: Path) -> int | None:
-    """The step of the last checkpoint of the run in ``run_dir`` (from the safetensors header), if it has one."""
+def _checkpoint(run_dir: Path) -> tuple[int | None, str]:
+    """(step, precision) of the last checkpoint of the run in ``run_dir`` (from the safetensors header);
+    (None, "") without one, "" for a precision not recorded."""
+    from .checkpoint import checkpoint_summary
+
     ckpt = run_dir / "checkpoint.safetensors"
+    if not ckpt.is_file():
+        return None, ""
     try:
-        with open(ckpt, "rb") as fh:
-            size = int.from_bytes(fh.read(8), "little")
-            return int(json.loads(fh.read(size))["__metadata__"]["step"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+        step, extra = checkpoint_summary(ckpt)
+    except FactorbenchError:
+        return None, ""
+    return step, str(extra.get("precision") or "")
+
+
+def _checkpoint_step(run_dir: Path) -> int | None:
+    """The step of the last checkpoint of the run in ``run_dir``, if it has one."""
+    return _checkpoint(run_dir)[0]
 
 
 def _run_step(run_dir: Path, steps: int) -> int:
@@ -1002,13 +1013,14 @@ def sweep_status(plan: Plan, sweep_dir: str | os.PathLike | None = None, only: s
             state = "interrupted"
         else:
             state = "left"
-        step = _checkpoint_step(sweep_dir / "runs" / str(record.get("run_hash"))) \
-            if state in ("interrupted", "running", "failed") else None
+        step, in_precision = _checkpoint(sweep_dir / "runs" / str(record.get("run_hash"))) \
+            if state in ("interrupted", "running", "failed") else (None, "")
         out.append(JobStatus(job, state, record.get("error", "") if state == "failed" else "",
                              float(record.get("cpu_s", 0.0)), float(record.get("wall_s", 0.0)),
                              int(record.get("attempts", 0)), step, int(record.get("external_steps", 0)),
                              state == "done" and bool(record.get("restored")),
-                             str(record.get("device", "")) if state == "done" and record.get("restored") else ""))
+                             str(record.get("device", "")) if state == "done" and record.get("restored") else "",
+                             checkpoint_precision=in_precision))
     open_rows = {(s.job.entry.name, s.job.dataset.name) for s in out if s.state != "done"}
     rows = _row_precisions([j for j in expand(plan) if (j.entry.name, j.dataset.name) in open_rows], sweep_dir)
     out = [dataclasses.replace(s, row_precisions=tuple(sorted(_by_precision(
@@ -1068,7 +1080,12 @@ def format_status(plan: Plan, statuses: Sequence[JobStatus], sweep_dir: Path, ve
     for s in statuses:
         if s.state == "done" and not verbose:
             continue
-        extra = f" (step {s.step} of {s.job.config.steps})" if s.step is not None else ""
+        extra = ""
+        if s.step is not None:
+            clash = precision_here is not None and s.checkpoint_precision not in ("", precision_here)
+            extra = (f" (step {s.step} of {s.job.config.steps}"
+                     + (f", in {s.checkpoint_precision}: a sweep here, in {precision_here}, does not resume it"
+                        if clash else "") + ")")
         line = f"  {s.job.index:>4}  {s.job.id:<36} {s.state}{extra}"
         if s.attempts:
             line += f"  {s.cpu_s / 60:.1f} CPU min, {s.attempts} attempt{'s' if s.attempts > 1 else ''}"

@@ -439,6 +439,29 @@ def test_a_row_of_mixed_precisions_is_neither_trained_nor_collected(swept, tmp_p
     assert len(collect(plan, sweep_dir, out, **QUIET)) == 2  # one finished seed, no mix: collected
 
 
+def test_status_says_which_checkpoints_and_rows_a_sweep_here_would_not_continue(swept, tmp_path):
+    """A checkpoint's precision comes from its header; --status names it where a sweep here would train in
+    another (the trainer then refuses the resume), and says nothing more where they agree."""
+    from factorbench.baselines.sweep import JobStatus, _checkpoint
+
+    plan, sweep_dir, _ = swept
+    job = expand(plan)[0]
+    run_dir = sweep_dir / "runs" / json.loads(state_path(sweep_dir, job).read_text())["run_hash"]
+    own = json.loads(result_path(sweep_dir, job.protocols[0], job).read_text())["training"]["trained"]["precision"]
+    assert _checkpoint(run_dir) == (30, own) and _checkpoint(tmp_path) == (None, "")
+    jobs = {j.id: j for j in expand(_plan(tmp_path, PLAN.replace("seeds = [0, 1]", "seeds = [0, 1, 2]")))}
+    statuses = [JobStatus(jobs["vae/square/seed0"], "done", cpu_s=60.0),
+                JobStatus(jobs["vae/square/seed1"], "interrupted", step=10, checkpoint_precision="bf16",
+                          row_precisions=("bf16",)),
+                JobStatus(jobs["vae/square/seed2"], "left", row_precisions=("bf16",))]
+    elsewhere = format_status(plan, statuses, sweep_dir, precision_here="fp32")
+    assert "a sweep here trains in fp32" in elsewhere
+    assert "interrupted (step 10 of 30, in bf16: a sweep here, in fp32, does not resume it)" in elsewhere
+    assert "left  (row in bf16; refused here, where it would train in fp32)" in elsewhere
+    same = format_status(plan, statuses, sweep_dir, precision_here="bf16")
+    assert "interrupted (step 10 of 30)" in same and "left  (row in bf16)" in same and "refused" not in same
+
+
 def test_a_changed_finished_entry_is_refused(swept, tmp_path):
     plan, sweep_dir, _ = swept
     changed = _plan(tmp_path, PLAN.replace("hidden = 32", "hidden = 48"))
