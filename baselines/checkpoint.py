@@ -15,8 +15,8 @@ from safetensors.torch import load, save
 
 from factorbench.generators.errors import FactorbenchError
 
-__all__ = ["atomic_write_bytes", "checkpoint_summary", "load_checkpoint", "load_weights", "noise_seed_after_device_change", "save_checkpoint",
-           "save_weights", "tensors_sha256", "weights_sha256"]
+__all__ = ["atomic_write_bytes", "checkpoint_summary", "load_checkpoint", "load_weights",
+           "noise_seed_after_device_change", "save_checkpoint", "save_weights", "tensors_sha256", "weights_sha256"]
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -259,7 +259,8 @@ def check_row_precision(plan: Plan, todo: Sequence[Job], sweep_dir: Path, precis
     if clashes:
         listed = "; ".join(f"{job.id} (its row has {_seeds_in(others)})" for job, others in clashes[:4])
         more = f"; and {len(clashes) - 4} more" if len(clashes) > 4 else ""
-        raise FactorbenchError(f"{len(clashes)} job{'s' if len(clashes) != 1 else ''} would train in {precision} beside "
+        jobs = f"{len(clashes)} job{'s' if len(clashes) != 1 else ''}"
+        raise FactorbenchError(f"{jobs} would train in {precision} beside "
                                f"finished seeds of their row trained in another precision: {listed}{more}. A row's "
                                "seeds share one precision: train these in their row's (--precision P; bf16 on a CPU "
                                "without bf16 units is emulated, about 9x slower), on a machine where --precision "
@@ -1162,8 +1163,8 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
         raise FactorbenchError(f"{len(mixed)} row{'s' if len(mixed) != 1 else ''} of {sweep_dir} mix precisions: "
                                f"{'; '.join(mixed[:4])}{'; ...' if len(mixed) > 4 else ''}. A row's seeds share one "
                                "precision, or its spread measures the precision as well as the seed: nothing was "
-                               "written. Move the odd seeds' results aside (results/PROTOCOL/ENTRY/seedK.json in the sweep "
-                               "directory) and train them again in the row's precision (--only ID --precision P)")
+                               "written. Move the odd seeds' results aside (results/PROTOCOL/ENTRY/seedK.json in the "
+                               "sweep directory) and train them again in the row's precision (--only ID --precision P)")
     written = []
     for (protocol, name), jobs in groups.items():
         runs, seeds, missing = [], [], []

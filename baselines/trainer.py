@@ -99,7 +99,7 @@ def _cpu_has_bf16() -> bool:
 
 
 #: fp32 steps/s over bf16 autocast steps/s on a CPU without bf16 units (AMD EPYC, AVX2 only, 1 thread, the
-#: burgess network at batch 64): 2.73 / 0.30 for 3 channels, 3.31 / 0.34 for 1 (BASELINES.md, Precision)
+#: burgess network at batch 64): 2.73 / 0.30 for 3 channels, 3.31 / 0.34 for 1 (BASELINES.md, Speed)
 BF16_EMULATION_SLOWDOWN = 9
 
 

@@ -432,7 +432,8 @@ def test_a_row_of_mixed_precisions_is_neither_trained_nor_collected(swept, tmp_p
     assert cli(["sweep", plan.source, "--dir", str(sweep_dir), "--status"]) == 0  # --status says so too
     status = capsys.readouterr().out
     assert f"a sweep here trains in {other}" in status
-    assert re.search(rf"vae/square/seed1 +left .* \(row in {own}; refused here, where it would train in {other}\)", status)
+    assert re.search(rf"vae/square/seed1 +left .* \(row in {own}; refused here, where it would train in {other}\)",
+                     status)
     assert _tree(sweep_dir) == before
     check_row_precision(plan, [seed1], sweep_dir, own)  # in the row's own precision it trains
     check_row_precision(plan, [seed0], sweep_dir, other)  # a job's own results do not count (rescored if retrained)

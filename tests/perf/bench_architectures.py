@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--only", nargs="+", default=None, help="row labels to time (the reference always is)")
-    parser.add_argument("--memory-format", nargs="+", default=["channels_last"], choices=["channels_last", "contiguous"],
+    parser.add_argument("--memory-format", nargs="+", default=["channels_last"],
+                        choices=["channels_last", "contiguous"],
                         help="layouts of the convolutional networks' weights and images (the trainer's: channels_last)")
     args = parser.parse_args(argv)
     if args.threads:
