@@ -188,16 +188,17 @@ def check_finished_unchanged(jobs: Sequence[Job], sweep_dir: Path) -> None:
                                "give the changed settings a new entry (name = ...), or use another sweep directory")
 
 
-def check_precision(jobs: Sequence[Job], sweep_dir: Path, precision: str) -> None:
+def check_precision(jobs: Sequence[Job], rows: Mapping[tuple[str, str], Mapping[int, str]], sweep_dir: Path,
+                    precision: str) -> None:
     """Refuse (before any work) ``--precision P`` where finished jobs were trained in another precision: a
     job's precision is part of what it computes (bf16 and fp32 runs of one config differ in every score),
     so an fp32 replicate of bf16 rows is another sweep directory, not a rerun. ``auto`` takes the jobs as
-    they are."""
+    they are. ``rows``: :func:`_row_precisions` of the plan's jobs."""
     if precision == "auto":
         return
     other: dict[str, list[str]] = {}
     for job in jobs:
-        trained = _trained_precision(Path(sweep_dir), job)
+        trained = rows.get((job.entry.name, job.dataset.name), {}).get(job.seed)
         if trained not in (None, precision):
             other.setdefault(trained, []).append(job.id)
     if other:
@@ -244,13 +245,14 @@ def _seeds_in(precisions: Mapping[str, Sequence[int]]) -> str:
                      for prec, seeds in sorted(precisions.items(), key=lambda item: min(item[1])))
 
 
-def check_row_precision(plan: Plan, todo: Sequence[Job], sweep_dir: Path, precision: str) -> None:
+def check_row_precision(todo: Sequence[Job], rows: Mapping[tuple[str, str], Mapping[int, str]],
+                        precision: str) -> None:
     """Refuse (before any work) to train a job in ``precision`` beside other seeds of its row (same entry and
     dataset) that finished in another: a row's seeds share one precision, or its spread measures the
     precision as well as the seed. With ``--precision auto`` this is what happens when a row's seeds are
     trained on machines of different kinds (bf16 units or not). The job's own earlier results do not count:
-    a job that trains again scores every protocol again on its new weights."""
-    rows = _row_precisions(expand(plan), sweep_dir)
+    a job that trains again scores every protocol again on its new weights. ``rows``: :func:`_row_precisions`
+    of the plan's jobs."""
     clashes = []
     for job in todo:
         others = _by_precision(rows.get((job.entry.name, job.dataset.name), {}), but=job.seed)
@@ -900,12 +902,13 @@ def run_sweep(plan: Plan, sweep_dir: str | os.PathLike | None = None, *, engine:
     sweep_dir = Path(sweep_dir) if sweep_dir is not None else default_sweep_dir(plan)
     jobs = select(expand(plan), only)
     check_finished_unchanged(jobs, sweep_dir)
-    check_precision(jobs, sweep_dir, options.precision)
+    rows = _row_precisions(expand(plan), sweep_dir)  # read once for both checks
+    check_precision(jobs, rows, sweep_dir, options.precision)
     outcome = {j.id: "skipped" for j in jobs if job_done(j, sweep_dir)}
     todo = tuple(j for j in jobs if j.id not in outcome)
     here = precision_here_for(engine, gpus, options)
     if here is not None:
-        check_row_precision(plan, todo, sweep_dir, here)
+        check_row_precision(todo, rows, here)
     check_sources(todo, options)
     check_source_copies(jobs, sweep_dir, options)
     if todo:
@@ -976,16 +979,11 @@ def _checkpoint(run_dir: Path) -> tuple[int | None, str]:
     return step, str(extra.get("precision") or "")
 
 
-def _checkpoint_step(run_dir: Path) -> int | None:
-    """The step of the last checkpoint of the run in ``run_dir``, if it has one."""
-    return _checkpoint(run_dir)[0]
-
-
 def _run_step(run_dir: Path, steps: int) -> int:
     """How far the run in ``run_dir`` is: ``steps`` when it is finished, else its checkpoint's step (0 if none)."""
     if (run_dir / "DONE").is_file():
         return steps
-    return _checkpoint_step(run_dir) or 0
+    return _checkpoint(run_dir)[0] or 0
 
 
 def sweep_status(plan: Plan, sweep_dir: str | os.PathLike | None = None, only: str | None = None,

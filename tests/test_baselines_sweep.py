@@ -401,7 +401,7 @@ def test_a_row_of_mixed_precisions_is_neither_trained_nor_collected(swept, tmp_p
     import shutil
 
     from factorbench.baselines import trainer
-    from factorbench.baselines.sweep import check_row_precision, collect
+    from factorbench.baselines.sweep import _row_precisions, check_row_precision, collect
 
     plan, swept_dir, _ = swept
     sweep_dir = tmp_path / "sweep"
@@ -435,8 +435,9 @@ def test_a_row_of_mixed_precisions_is_neither_trained_nor_collected(swept, tmp_p
     assert re.search(rf"vae/square/seed1 +left .* \(row in {own}; refused here, where it would train in {other}\)",
                      status)
     assert _tree(sweep_dir) == before
-    check_row_precision(plan, [seed1], sweep_dir, own)  # in the row's own precision it trains
-    check_row_precision(plan, [seed0], sweep_dir, other)  # a job's own results do not count (rescored if retrained)
+    rows = _row_precisions(expand(plan), sweep_dir)
+    check_row_precision([seed1], rows, own)  # in the row's own precision it trains
+    check_row_precision([seed0], rows, other)  # a job's own results do not count (rescored if retrained)
     assert len(collect(plan, sweep_dir, out, **QUIET)) == 2  # one finished seed, no mix: collected
 
 
