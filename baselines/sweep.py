@@ -558,6 +558,27 @@ def run_job(job: Job, sweep_dir: str | os.PathLike, plan: Plan, options: SweepOp
 SLURM_KILL_WAIT_S = 900.0
 
 
+@contextmanager
+def _sigterm_stops_the_job() -> Iterator[None]:
+    """A local job's answer to SIGTERM outside training, where the trainer's handler (a checkpoint at the next
+    step) is not installed: while it prepares its data or evaluates its run, the job stops at once with
+    :class:`~factorbench.baselines.trainer.TrainingInterrupted` (state "interrupted"), as Ctrl-C stops a
+    command. Without it submitit's job process ignores SIGTERM there, and a sweep stopped then waited and killed
+    the job's controller only, leaving the job running. Stopping there loses nothing: data and results are
+    written whole or not at all, and the run's checkpoints stay."""
+
+    def handler(signum: int, frame: Any) -> None:
+        from .trainer import TrainingInterrupted
+
+        raise TrainingInterrupted("stopped while preparing the data or evaluating; the run's checkpoints stay")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class SweepJob(Checkpointable):
     """The callable submitit runs: ``SweepJob(plan, dir, options, engine)(job_id)``.
 
@@ -591,8 +612,11 @@ class SweepJob(Checkpointable):
 
     def __call__(self, job_id: str) -> str:
         job = {j.id: j for j in expand(self.plan)}[job_id]
-        if self.engine != "slurm" or threading.current_thread() is not threading.main_thread():
+        if threading.current_thread() is not threading.main_thread():
             return run_job(job, self.sweep_dir, self.plan, self.options)
+        if self.engine != "slurm":
+            with _sigterm_stops_the_job():
+                return run_job(job, self.sweep_dir, self.plan, self.options)
         return self._run_in_worker(job)
 
     def _run_in_worker(self, job: Job) -> str:
@@ -711,6 +735,23 @@ def _failure_text(sweep_dir: Path, job: Job, exc: BaseException, record_failure:
     return text
 
 
+#: how long a stopped local sweep waits for its jobs to checkpoint before it kills them
+LOCAL_STOP_WAIT_S = 120.0
+
+
+def _kill_job_process(sweep_dir: Path, job: Job) -> None:
+    """SIGKILL the process that runs ``job`` (its pid is in the job's record): killing submitit's controller
+    alone leaves it running, holding the job's lock."""
+    record = _read_json(state_path(sweep_dir, job)) or {}
+    pid = record.get("pid")
+    if record.get("state") != "running" or not isinstance(pid, int) or pid == os.getpid():
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _submit_ignoring_ctrl_c(executor: Any, fn: Any, job_id: str) -> Any:
     """Submit with SIGINT ignored, a disposition the job's processes inherit: the terminal's Ctrl-C reaches
     the whole process group, and submitit's job controller would answer it by killing its job a second
@@ -761,11 +802,12 @@ def _run_local(req: EngineRequest) -> dict[str, str]:
         for _, handle, _ in running.values():
             if handle._process is not None and handle._process.poll() is None:
                 handle._process.send_signal(sig)  # the job's controller forwards SIGTERM to the job
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + LOCAL_STOP_WAIT_S
         while running and time.monotonic() < deadline:
             reap(stopping=True)
             time.sleep(0.1)
-        for _, handle, _ in running.values():  # still running after two minutes: stop it now
+        for job, handle, _ in running.values():  # still running after the wait: kill the job and its controller
+            _kill_job_process(req.sweep_dir, job)
             if handle._process is not None and handle._process.poll() is None:
                 handle._process.kill()
 

@@ -751,6 +751,49 @@ def test_kill_in_the_middle_then_rerun_equals_an_uninterrupted_sweep(tmp_path, d
     assert all(np.array_equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.parametrize("phase", ["preparing the data", "evaluating"])
+def test_sigterm_outside_training_stops_a_local_job_at_once(tmp_path, data_dir, monkeypatch, phase):
+    """A local job answers SIGTERM where the trainer's handler is not installed too (while it prepares its data
+    or evaluates its run): it stops at once, "interrupted", with no result half-written, and the next run
+    completes it. submitit's job process ignores SIGTERM by default: the test installs that disposition, so a
+    job that does not answer the signal runs to the end and the test fails."""
+    import factorbench.baselines.sweep as sweep_module
+    import factorbench.benchmark.evaluation as evaluation
+
+    plan = _plan(tmp_path, PLAN.replace("seeds = [0, 1]", "seeds = [0]").replace(', "square-dependent-v1"', ""))
+    (job,) = expand(plan)
+    sweep_dir = tmp_path / "sweep"
+
+    def terminate_then(fn):
+        def wrapped(*args, **kwargs):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.5)  # the handler runs between two bytecodes of this thread, here at the latest
+            return fn(*args, **kwargs)
+        return wrapped
+
+    if phase == "evaluating":
+        monkeypatch.setattr(evaluation, "evaluate", terminate_then(evaluation.evaluate))
+    else:
+        monkeypatch.setattr(sweep_module, "_prepare_data", terminate_then(sweep_module._prepare_data))
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)  # as submitit's job process: bypassed
+    try:
+        with pytest.raises(FactorbenchError, match="stopped while preparing the data or evaluating") as caught:
+            sweep_module.SweepJob(plan, sweep_dir, OPTIONS)(job.id)
+        assert signal.getsignal(signal.SIGTERM) is not previous  # the bypass is back in place afterwards
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert getattr(caught.value, "exit_status", None) == 130
+    record = json.loads(state_path(sweep_dir, job).read_text())
+    assert record["state"] == "interrupted" and record["error"] == "stopped while preparing the data or evaluating"
+    assert not (sweep_dir / "results").exists() or not any(p.is_file() for p in (sweep_dir / "results").rglob("*"))
+    assert _training_step(sweep_dir) == (30 if phase == "evaluating" else 0)
+    if phase == "evaluating":  # the next run scores the trained run
+        monkeypatch.undo()
+        assert run_job(job, sweep_dir, plan, OPTIONS) == "done"
+        assert _training_step(sweep_dir) == 30
+        assert [p.name for p in (sweep_dir / "results").rglob("*") if p.is_file()] == ["seed0.json"]
+
+
 def _fake_slurm(tmp_path: Path, monkeypatch) -> Path:
     """sbatch, srun, scontrol, sinfo, sacct and squeue stand-ins on PATH: sbatch keeps the submission file and
     answers with job 4242; scontrol records its arguments; sinfo has one partition, gpu, of two days."""
