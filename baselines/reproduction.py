@@ -221,6 +221,42 @@ def _irs_section(sources: "_Sources", protocol: str = "dsprites-dci-v1") -> str:
     return "\n".join(lines)
 
 
+#: the plan of fp32 replicates of the square rows and the folder its runs are collected into (outside the
+#: reference folder: no table shows them as rows)
+PRECISION_PLAN = "precision-square-v1"
+PRECISION_REPLICATES_DIR = Path(__file__).with_name("replicates") / PRECISION_PLAN
+
+
+def _precision_section(sources: "_Sources") -> str:
+    """How far the training precision moves each scalar of the square rows: the collected replicates of
+    :data:`PRECISION_PLAN` against the shipped runs of the same seed
+    (:mod:`factorbench.benchmark.experiments.precision_effect`, its rule fixed before any replicate ran)."""
+    from factorbench.benchmark.experiments.precision_effect import format_scalar_verdicts
+
+    lines = ["### Precision: fp32 replicates of the square rows", "",
+             f"Plan `{PRECISION_PLAN}` trains seed 0 of every square entry again with the shipped config in fp32 "
+             "(the shipped rows: bf16). Each scalar's shift, replicate minus the shipped run of the same seed, is "
+             "measured in the row's seed standard deviations (z); a scalar is *fragile under precision* when "
+             "\\|z\\| > 1 in at least half of the models that report it, a rule fixed before any replicate ran. "
+             "Median, largest and the sign count are descriptive. `python -m "
+             f"factorbench.benchmark.experiments.precision_effect baselines/replicates/{PRECISION_PLAN}` prints "
+             "each model's shifts."]
+    for protocol in sorted(_replicate_protocols()):
+        if not sources.protocol(protocol):
+            lines += ["", f"`{protocol}`: the reference folder holds no rows of it to compare the replicates with."]
+            continue
+        effect = sources.precision(protocol)
+        planned = _planned_jobs(PRECISION_PLAN, protocol)
+        lines += ["", f"`{protocol}`: {len(effect.models)} of the {planned} replicates collected "
+                  f"({', '.join(effect.models)}).", "", format_scalar_verdicts(effect).rstrip()]
+    return "\n".join(lines)
+
+
+def _replicate_protocols() -> list[str]:
+    folder = PRECISION_REPLICATES_DIR
+    return [p.name for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
+
+
 def _published(name: str) -> dict[str, Any]:
     return tomllib.loads((PUBLISHED_DIR / f"{name}.toml").read_text())
 
@@ -307,7 +343,7 @@ def render_tables(reference_dir: Path | None = None, sources: "_Sources | None" 
     sources = sources if sources is not None else _Sources(reference_dir)
     return "\n\n".join([_table(comparison, sources.protocol(comparison.protocol)) for comparison in COMPARISONS]
                        + [_meta_table(meta, sources) for meta in META_COMPARISONS]
-                       + [_do_tran_section(sources), _irs_section(sources)])
+                       + [_do_tran_section(sources), _irs_section(sources), _precision_section(sources)])
 
 
 #: a number of the prose: ``<!--=EXPRESSION-->VALUE<!---->``, VALUE rewritten from EXPRESSION (see :func:`render_value`)
@@ -322,6 +358,7 @@ class _Sources:
         self._results: dict[str, Mapping[str, Sequence[EvaluationResult]]] = {}
         self._published: dict[str, dict[str, Any]] = {}
         self._meta: dict[str, Any] = {}
+        self._precision: dict[str, Any] = {}
 
     def protocol(self, protocol: str) -> Mapping[str, Sequence[EvaluationResult]]:
         """The validated reference results of ``protocol``, read once (none where its folder is missing)."""
@@ -345,6 +382,20 @@ class _Sources:
             self._meta[protocol] = meta_evaluate_protocol(protocol, results, companion, n_boot=META_N_BOOT) \
                 if sum(len(runs) for runs in results.values()) >= 3 else None
         return self._meta[protocol]
+
+    def precision(self, protocol: str) -> Any:
+        """The precision effect of the collected replicates of ``protocol`` against the reference rows
+        (:data:`PRECISION_REPLICATES_DIR`), computed once."""
+        from factorbench.benchmark.experiments.precision_effect import precision_effect
+
+        if protocol not in self._precision:
+            folder = PRECISION_REPLICATES_DIR / protocol
+            if not folder.is_dir():
+                raise FactorbenchError(f"no replicates of {protocol} in {PRECISION_REPLICATES_DIR}: one of "
+                                       + (", ".join(sorted(_replicate_protocols())) or "none"))
+            self._precision[protocol] = precision_effect(protocol, self.protocol(protocol),
+                                                         reference_results(protocol, folder))
+        return self._precision[protocol]
 
     def runs(self, protocol: str, model: str) -> Sequence[EvaluationResult]:
         runs = self.protocol(protocol).get(model)
@@ -395,7 +446,10 @@ def render_value(expression: str, sources: _Sources) -> str:
       that varies it, e.g. ``quessard-1k`` against ``quessard``);
     - ``rho PROTOCOL TARGET METRIC SETTING FORMAT``: a cell of the meta-evaluation of ``PROTOCOL``
       (:data:`META_COMPARISONS`): ``mN`` Spearman's rho, ``ciN`` its bootstrap interval, ``n`` the number
-      of encoders (``~`` in METRIC stands for a space)."""
+      of encoders (``~`` in METRIC stands for a space);
+    - ``precision PROTOCOL FIELD``: a count of the precision replicates' comparison (:data:`PRECISION_PLAN`):
+      ``models`` collected, ``planned``, ``scalars``, ``fragile`` scalars, ``pairs`` (model, scalar),
+      ``bitequal`` pairs, ``positive`` shifts."""
     parts = expression.split()
     try:
         if parts[0] == "ours" and len(parts) == 5:
@@ -433,6 +487,17 @@ def render_value(expression: str, sources: _Sources) -> str:
             if fmt.startswith("m"):
                 return f"{result.rho[s, m, t]:.{_digits(fmt, 'm')}f}"
             raise ValueError(f"format {fmt!r} is not one of mN, ciN, n")
+        elif parts[0] == "precision" and len(parts) == 3:
+            _, protocol, field = parts
+            effect = sources.precision(protocol)
+            verdicts = effect.fragile()
+            counts = {"models": len(effect.models), "planned": _planned_jobs(PRECISION_PLAN, protocol),
+                      "scalars": len(effect.keys), "fragile": sum(v[2] for v in verdicts.values()),
+                      "pairs": len(effect.shifts), "bitequal": effect.bit_identical(),
+                      "positive": sum(s.shift > 0 for s in effect.shifts)}
+            if field not in counts:
+                raise ValueError(f"field {field!r} is not one of {', '.join(counts)}")
+            return str(counts[field])
         elif parts[0] == "gap" and len(parts) in (6, 7):
             _, protocol, model, key, name, table, *paper_model = parts
             values = _values(sources.runs(protocol, model), key)
@@ -446,7 +511,7 @@ def render_value(expression: str, sources: _Sources) -> str:
         raise FactorbenchError(f"prose number <!--={expression}-->: {exc}") from None
     raise FactorbenchError(f"prose number <!--={expression}-->: not one of 'ours PROTOCOL MODEL KEY FORMAT', "
                            "'paper FILE TABLE MODEL KEY FORMAT', 'gap PROTOCOL MODEL KEY FILE TABLE [PAPER_MODEL]', "
-                           "'rho PROTOCOL TARGET METRIC SETTING FORMAT'")
+                           "'rho PROTOCOL TARGET METRIC SETTING FORMAT', 'precision PROTOCOL FIELD'")
 
 
 def render_prose(text: str, reference_dir: Path | None = None, sources: "_Sources | None" = None) -> str:

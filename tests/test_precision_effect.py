@@ -66,7 +66,9 @@ def test_shifts_are_measured_in_the_rows_seed_standard_deviations(shipped):
     assert effect.reference_trained["vae"].startswith("bf16")
     assert effect.replicate_trained["vae"] == "fp32 on Test CPU"
     table = format_precision_effect(effect)
-    assert "| mig.score | 2 of 2 | yes |" in table and "| sap.score | 0 of 2 | no |" in table
+    # over 1 SD in both; median |z| 2.5, largest 3.0 (the beta-VAE's), one shift of two positive
+    assert "| mig.score | 2 of 2 | 2.5 | 3.0 (beta-vae) | 1 of 2 | yes |" in table
+    assert "| sap.score | 0 of 2 | 0.3 | 0.5 (vae) | 1 of 2 | no |" in table  # 0.5 SD and 0
     assert "(+2.0)" in table and "(-3.0)" in table
 
 

@@ -124,7 +124,10 @@ def test_check_reports_an_edited_reference_file_without_a_traceback(tmp_path, ca
     ref = tmp_path / "ref"
     from factorbench.baselines.reproduction import META_COMPARISONS
 
-    protocols = [c.protocol for c in COMPARISONS] + [p for m in META_COMPARISONS for p in (m.protocol, m.companion)]
+    from factorbench.baselines.reproduction import _replicate_protocols
+
+    protocols = [c.protocol for c in COMPARISONS] + [p for m in META_COMPARISONS for p in (m.protocol, m.companion)] \
+        + _replicate_protocols()
     for protocol in protocols:
         if (REFERENCE_DIR / protocol).is_dir():
             shutil.copytree(REFERENCE_DIR / protocol, ref / protocol, dirs_exist_ok=True)
@@ -226,3 +229,40 @@ def test_the_irs_table_lists_the_plans_dsprites_encoders_only():
     assert f"| Spearman rho with IRS ({len(runs)} encoders) | 1.00 |" in text
     empty = _irs_section(_Sources(None), "square-lsbd-v1")  # no encoder of these plans there
     assert empty.endswith("No encoder of these plans is collected yet.")
+
+
+def test_the_precision_section_counts_the_replicates_and_follows_them(tmp_path, monkeypatch):
+    """The precision table and the prose counts come from the collected fp32 replicates: each scalar's verdict
+    follows the rule of ``precision_effect`` (|z| > 1 in at least half of the models), and a replicate
+    edited to equal its shipped run is counted as bit-equal and moves the verdicts."""
+    import factorbench.baselines.reproduction as reproduction
+    from factorbench.baselines.reproduction import _precision_section, _Sources, render_value
+    from factorbench.benchmark.experiments.precision_effect import FRAGILE_Z
+
+    protocol = "square-lsbd-v1"
+    sources = _Sources(None)
+    effect = sources.precision(protocol)
+    text = _precision_section(sources)
+    assert f"`{protocol}`: {len(effect.models)} of the 12 replicates collected" in text
+    for key, (over, n, fragile) in effect.fragile().items():
+        zs = [s.z for s in effect.shifts if s.key == key and s.z is not None]
+        assert over == sum(abs(z) > FRAGILE_Z for z in zs) and fragile == (over >= 0.5 * n)
+        assert f"| {key} | {over} of {n} |" in text and text.split(f"| {key} |")[1].split("\n")[0].endswith(
+            "| yes |" if fragile else "| no |")
+    assert render_value(f"precision {protocol} bitequal", sources) == str(effect.bit_identical())
+    assert render_value(f"precision {protocol} models", sources) == str(len(effect.models))
+    with pytest.raises(Exception, match="is not one of"):
+        render_value(f"precision {protocol} everything", sources)
+
+    # a replicate set equal to the shipped runs: every pair bit-equal, nothing fragile
+    replicates = tmp_path / "replicates"
+    folder = replicates / protocol
+    folder.mkdir(parents=True)
+    shipped = json.loads((REFERENCE_DIR / protocol / "vae.json").read_text())
+    seed0 = next(r for r in shipped["runs"] if r["training"]["sweep"]["seed"] == 0)
+    (folder / "vae.json").write_text(json.dumps(seed0))  # a reference file may hold one result
+    monkeypatch.setattr(reproduction, "PRECISION_REPLICATES_DIR", replicates)
+    same = _Sources(None)
+    assert render_value(f"precision {protocol} bitequal", same) == render_value(f"precision {protocol} pairs", same)
+    assert render_value(f"precision {protocol} fragile", same) == "0"
+    assert "1 of the 12 replicates collected (vae)" in _precision_section(same)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import Any
 from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
 
 __all__ = ["FRAGILE_Z", "FRAGILE_SHARE", "MetricShift", "PrecisionEffect", "format_precision_effect",
-           "precision_effect"]
+           "format_scalar_verdicts", "precision_effect"]
 
 #: a scalar's replicate differs from its shipped run by more than this many of the row's seed standard
 #: deviations ...
@@ -164,13 +165,30 @@ def format_precision_effect(effect: PrecisionEffect) -> str:
         trained = f"{effect.reference_trained[model]} / {effect.replicate_trained[model]}"
         lines.append(f"| {model} | {trained} | " + " | ".join(_cell(effect.shift(model, k)) for k in effect.keys)
                      + " |")
+    return "\n".join(lines) + "\n\n" + format_scalar_verdicts(effect)
+
+
+def format_scalar_verdicts(effect: PrecisionEffect) -> str:
+    """Markdown: per scalar, how many models it moves by more than :data:`FRAGILE_Z` seed standard
+    deviations, the median and largest |z| (descriptive), how many shifts are positive, and the verdict;
+    then how many (model, scalar) pairs are equal to the last bit."""
     fragile = effect.fragile()
-    lines += ["", f"| scalar | models with \\|z\\| > {FRAGILE_Z:g} | fragile under precision |", "|---|---|---|"]
+    lines = [f"| scalar | models with \\|z\\| > {FRAGILE_Z:g} | median \\|z\\| | largest \\|z\\| | shifts > 0 "
+             "| fragile under precision |", "|---|---|---|---|---|---|"]
     for key in effect.keys:
         over, n, verdict = fragile[key]
-        lines.append(f"| {key} | {over} of {n} | {'yes' if verdict else 'no'} |")
-    lines.append("")
-    lines.append(f"{effect.bit_identical()} of {len(effect.shifts)} (model, scalar) pairs are equal to the last bit.")
+        scored = [s for s in effect.shifts if s.key == key and s.z is not None]
+        if scored:
+            largest = max(scored, key=lambda s: abs(s.z))
+            median = f"{statistics.median(abs(s.z) for s in scored):.1f}"
+            top = f"{abs(largest.z):.1f} ({largest.model})"
+        else:
+            median = top = "n/a"
+        positive = sum(s.shift > 0 for s in effect.shifts if s.key == key)
+        total = sum(1 for s in effect.shifts if s.key == key)
+        lines.append(f"| {key} | {over} of {n} | {median} | {top} | {positive} of {total} | "
+                     f"{'yes' if verdict else 'no'} |")
+    lines += ["", f"{effect.bit_identical()} of {len(effect.shifts)} (model, scalar) pairs are equal to the last bit."]
     return "\n".join(lines) + "\n"
 
 
