@@ -446,7 +446,7 @@ def render_value(expression: str, sources: _Sources) -> str:
       that varies it, e.g. ``quessard-1k`` against ``quessard``);
     - ``rho PROTOCOL TARGET METRIC SETTING FORMAT``: a cell of the meta-evaluation of ``PROTOCOL``
       (:data:`META_COMPARISONS`): ``mN`` Spearman's rho, ``ciN`` its bootstrap interval, ``n`` the number
-      of encoders (``~`` in METRIC stands for a space);
+      of encoders it is over (``~`` in METRIC stands for a space);
     - ``precision PROTOCOL FIELD``: a count of the precision replicates' comparison (:data:`PRECISION_PLAN`):
       ``models`` collected, ``planned``, ``scalars``, ``fragile`` scalars, ``pairs`` (model, scalar),
       ``bitequal`` pairs, ``positive`` shifts."""
@@ -473,14 +473,14 @@ def render_value(expression: str, sources: _Sources) -> str:
             result = sources.meta(protocol)
             if result is None:
                 raise FactorbenchError(f"the prose cites a correlation under {protocol}, which has too few encoders")
-            if fmt == "n":
-                return str(len(result.encoders))
             metric = metric.replace("~", " ")  # a metric name with spaces (a negated one) is written with ~
             try:
                 s, m, t = result.settings.index(setting), result.metrics.index(metric), result.targets.index(target)
             except ValueError:
                 raise FactorbenchError(f"the prose cites {target} x {metric} in setting {setting} of {protocol}, "
                                        f"which its meta-evaluation lacks") from None
+            if fmt == "n":  # the encoders this cell's correlation is over
+                return str(int(result.counts[s, m, t]))
             if fmt.startswith("ci"):
                 d = _digits(fmt, "ci")
                 return f"[{result.low[s, m, t]:.{d}f}, {result.high[s, m, t]:.{d}f}]"

@@ -62,6 +62,7 @@ def test_meta_evaluation_recovers_the_planted_correlations():
     assert np.array_equal(again.low, result.low, equal_nan=True)  # a function of the seed
     table = format_meta_evaluation(result)
     assert "| good.score | 1.00 [1.00, 1.00] | 1.00 [1.00, 1.00] |" in table
+    assert (result.counts == 40).all() and "fewer where" not in table and "(n = " not in table
 
 
 def test_missing_values_leave_an_encoder_out_of_that_setting_only():
@@ -70,6 +71,12 @@ def test_missing_values_leave_an_encoder_out_of_that_setting_only():
     del population["enc1"]["dependent.noise.score"]
     result = meta_evaluate(population, metrics=("good.score", "noise.score"), n_boot=50)
     assert result.rho[1, 0, 0] == pytest.approx(1.0)  # the 9 others still rank perfectly
+    # each cell says how many encoders it is over, and the table shows it where fewer than all
+    assert result.counts[0, 0, 0] == result.counts[0, 1, 0] == 10 and result.counts[1, 0, 0] == 9
+    assert result.counts[1, 1, 0] == 9
+    table = format_meta_evaluation(result)
+    assert "across 10 encoders (fewer where a cell gives its n)" in table
+    assert "| good.score | 1.00 [1.00, 1.00] | 1.00 [1.00, 1.00] (n = 9) |" in table
     with pytest.raises(FactorbenchError, match="at least 3 encoders"):
         meta_evaluate({k: population[k] for k in ("enc0", "enc1")})
     with pytest.raises(FactorbenchError, match="no setting holds every target"):

@@ -76,7 +76,9 @@ def _spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 class MetaEvaluation:
     """``rho[s, m, t]``: Spearman correlation across the ``encoders`` between metric ``metrics[m]`` and
     target ``targets[t]`` in setting ``settings[s]``; ``low``/``high``: the bootstrap percentile interval
-    (``level``, ``n_boot`` resamples of the encoders with replacement, ``seed``)."""
+    (``level``, ``n_boot`` resamples of the encoders with replacement, ``seed``); ``counts[s, m, t]``: how
+    many encoders the cell's correlation is over (those with both values; fewer than ``encoders`` where an
+    encoder lacks the metric, e.g. a companion protocol's score of other weights)."""
 
     settings: tuple[str, ...]
     metrics: tuple[str, ...]
@@ -88,6 +90,7 @@ class MetaEvaluation:
     level: float
     n_boot: int
     seed: int
+    counts: np.ndarray
 
 
 def _settings_of(keys: Sequence[str], targets: Sequence[str]) -> list[str]:
@@ -132,12 +135,14 @@ def meta_evaluate(population: Mapping[str, Mapping[str, float]], targets: Sequen
     draws = rng.integers(0, len(names), size=(n_boot, len(names)))
     shape = (len(settings), len(metrics), len(targets))
     rho, low, high = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
+    counts = np.zeros(shape, dtype=int)
     for s, setting in enumerate(settings):
         for t, target in enumerate(targets):
             y = np.array([population[e].get(f"{setting}.{target}", np.nan) for e in names], dtype=float)
             for m, metric in enumerate(metrics):
                 x = np.array([population[e].get(f"{setting}.{metric}", np.nan) for e in names], dtype=float)
                 ok = np.isfinite(x) & np.isfinite(y)
+                counts[s, m, t] = int(ok.sum())
                 if ok.sum() < 3:
                     continue
                 rho[s, m, t] = spearman(x[ok], y[ok])
@@ -148,7 +153,7 @@ def meta_evaluate(population: Mapping[str, Mapping[str, float]], targets: Sequen
                 boots = boots[np.isfinite(boots)]
                 if len(boots):
                     low[s, m, t], high[s, m, t] = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
-    return MetaEvaluation(settings, metrics, tuple(targets), names, rho, low, high, level, n_boot, seed)
+    return MetaEvaluation(settings, metrics, tuple(targets), names, rho, low, high, level, n_boot, seed, counts)
 
 
 def protocol_order(protocol: Any, population: Mapping[str, Mapping[str, float]],
@@ -240,11 +245,14 @@ def runs_of_plan(results: Mapping[str, Sequence[Any]], *plans: str) -> dict[str,
 
 def format_meta_evaluation(result: MetaEvaluation, digits: int = 2) -> str:
     """One Markdown table per target: a row per metric, a column per setting, each cell
-    ``rho [low, high]``."""
+    ``rho [low, high]``, and ``(n = k)`` where fewer than all the encoders have both values."""
     out = []
+    every = len(result.encoders)
     for t, target in enumerate(result.targets):
-        out.append(f"Spearman correlation with `{target}` across {len(result.encoders)} encoders "
-                   f"({round(100 * result.level)} % bootstrap interval, {result.n_boot} resamples)")
+        fewer = bool(((result.counts[:, :, t] < every) & ~np.isnan(result.rho[:, :, t])).any())
+        out.append(f"Spearman correlation with `{target}` across {every} encoders"
+                   + (" (fewer where a cell gives its n)" if fewer else "")
+                   + f" ({round(100 * result.level)} % bootstrap interval, {result.n_boot} resamples)")
         out.append("")
         out.append("| metric | " + " | ".join(result.settings) + " |")
         out.append("|---|" + "---|" * len(result.settings))
@@ -252,8 +260,10 @@ def format_meta_evaluation(result: MetaEvaluation, digits: int = 2) -> str:
             cells = []
             for s in range(len(result.settings)):
                 r, lo, hi = result.rho[s, m, t], result.low[s, m, t], result.high[s, m, t]
+                n = int(result.counts[s, m, t])
                 cells.append("n/a" if math.isnan(r) else f"{r:.{digits}f}" + (
-                    "" if math.isnan(lo) else f" [{lo:.{digits}f}, {hi:.{digits}f}]"))
+                    "" if math.isnan(lo) else f" [{lo:.{digits}f}, {hi:.{digits}f}]")
+                    + ("" if n == every else f" (n = {n})"))
             out.append(f"| {metric} | " + " | ".join(cells) + " |")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
