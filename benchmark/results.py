@@ -556,6 +556,8 @@ class ScoresTable:
     uninformative: tuple[tuple[str, str], ...] = ()
     #: the models of the user's added files (``--add``), marked as theirs on the leaderboard
     added: tuple[str, ...] = ()
+    #: (model, training precision) of every trained row (:func:`row_precision`)
+    precisions: tuple[tuple[str, str], ...] = ()
 
     def kind_cell(self, model: str) -> str:
         """The kind column: ``"unsupervised"``, with `` ⚠`` for a row flagged uninformative."""
@@ -653,6 +655,10 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
     if head in keys:
         sign = -1.0 if protocol.headline.better == "higher" else 1.0
         rows.sort(key=lambda r: (math.isnan(r[2][0][0]), sign * r[2][0][0] if not math.isnan(r[2][0][0]) else 0.0))
+    precisions = {model: p for model, runs in results.items() if (p := row_precision(runs)) is not None}
+    note = _precision_note(precisions)
+    if note is not None:
+        waiting.append(note)
     flags = [f"⚠ {model}: {why}" for model, why in flagged.items()]
     for model, runs in results.items():  # what the input checks found (code_checks), once per distinct text
         found: dict[str, int] = {}
@@ -663,7 +669,31 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
                   for text, count in found.items()]
     return ScoresTable(protocol.name, head, protocol.headline.better, tuple(keys),
                        tuple(_directions(protocol, keys)), tuple(rows), tuple(waiting + flags + unchecked),
-                       tuple(unfinished), tuple(kinds.items()), tuple(flagged.items()))
+                       tuple(unfinished), tuple(kinds.items()), tuple(flagged.items()),
+                       precisions=tuple(precisions.items()))
+
+
+def row_precision(runs: Sequence[EvaluationResult]) -> str | None:
+    """The precision a row's runs were trained in (``training.trained.precision``): ``"bf16"``, ``"fp32"``,
+    ``"mixed"`` when its runs differ, ``"not recorded"``; None for a row without training (a reference
+    encoder)."""
+    trained = [(r.training or {}) for r in runs]
+    if not any(trained):
+        return None
+    found = {str((t.get("trained") or {}).get("precision") or "not recorded") for t in trained if t}
+    return found.pop() if len(found) == 1 else "mixed"
+
+
+def _precision_note(precisions: Mapping[str, str]) -> str | None:
+    """A note under a table whose trained rows were trained in more than one precision (None otherwise)."""
+    by: dict[str, list[str]] = {}
+    for model, precision in precisions.items():
+        by.setdefault(precision, []).append(model)
+    if len(by) < 2:
+        return None
+    groups = "; ".join(f"{p}: {', '.join(models)}" for p, models in sorted(by.items()))
+    return (f"rows trained in different precisions ({groups}): precision alone moves most scalars by more than "
+            "a row's seed spread (REPRODUCTION.md, \"Precision\"), so compare rows of one precision")
 
 
 def _unfinished_seeds(model: str, runs: list[EvaluationResult]) -> list[int] | None:
@@ -721,6 +751,7 @@ def format_table(table: ScoresTable, fmt: str = "md") -> str:
             "columns": [{"key": k, "better": d} for k, d in zip(table.columns, table.directions)],
             "rows": [{"model": model, "runs": runs, "planned_runs": dict(table.unfinished).get(model),
                       "kind": dict(table.kinds).get(model, ""), "uninformative": dict(table.uninformative).get(model),
+                      "precision": dict(table.precisions).get(model),
                       "reference_images": same,
                       "values": {k: {"mean": None if math.isnan(m) else m, "std": s}
                                  for k, (m, s) in zip(table.columns, cells)}}

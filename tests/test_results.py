@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,8 @@ from factorbench.benchmark.protocols import DatasetRef, Headline, MetricCall, Pr
 from factorbench.benchmark.protocols.catalog import REFERENCE_IMAGES
 from factorbench.benchmark.results import EvaluationResult, format_table, load_result, reference_results, scores_table
 from factorbench.generators.errors import FactorbenchError
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # metrics not in alphabetical order; the headline (lower is better) is not the first metric
 TABLE = Protocol("square-table-v1", 1, "test protocol", DatasetRef("square"),
@@ -327,3 +330,28 @@ def test_results_of_an_earlier_package_version_stay_readable():
     assert any(v != package_version() for v in versions)
     table = scores_table("square-lsbd-v1")
     assert {row[0] for row in table.rows} >= {"pca", "vae", "beta-vae"}
+
+
+def test_rows_trained_in_different_precisions_are_named_under_the_table(tmp_path):
+    """A table whose trained rows mix precisions says which row is which, since precision alone moves most
+    scalars by more than a seed's spread; the JSON rows carry it; a table of one precision says nothing."""
+    import shutil
+
+    from factorbench.benchmark.results import REFERENCE_DIR, row_precision
+
+    protocol = "square-lsbd-v1"
+    shipped = scores_table(protocol)
+    assert dict(shipped.precisions)["vae"] == "bf16" and "pca" not in dict(shipped.precisions)
+    assert not any("different precisions" in note for note in shipped.notes)
+    folder = tmp_path / protocol
+    shutil.copytree(REFERENCE_DIR / protocol, folder)
+    replicate = ROOT / "baselines" / "replicates" / "precision-square-v1" / protocol / "vae.json"
+    shutil.copy(replicate, folder / "vae.json")  # the VAE's fp32 replicate in place of its bf16 row
+    table = scores_table(protocol, folder)
+    assert dict(table.precisions)["vae"] == "fp32" and dict(table.precisions)["beta-vae"] == "bf16"
+    (note,) = [n for n in table.notes if "different precisions" in n]
+    assert note.startswith("rows trained in different precisions (bf16: ") and "; fp32: vae)" in note
+    rows = {r["model"]: r for r in json.loads(format_table(table, "json"))["rows"]}
+    assert rows["vae"]["precision"] == "fp32" and rows["pca"]["precision"] is None
+    runs = reference_results(protocol)["vae"] + reference_results(protocol, folder)["vae"]
+    assert row_precision(runs) == "mixed"
