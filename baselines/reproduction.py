@@ -158,7 +158,7 @@ def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
 
     planned = _planned_jobs(meta.plan, meta.protocol)
     whose = (f"that `{meta.plan}` scored under it before moving its scoring to a newer version" if
-             _retired_in(meta.plan, meta.protocol) else f"of the {planned} encoders that `{meta.plan}` trains")
+             _retired_in(meta.plan, meta.protocol) else f"of the {planned} that `{meta.plan}` trains")
     result = sources.meta(meta.protocol)
     lines = [f"### {meta.title}", ""]
     if result is None:
