@@ -775,11 +775,14 @@ def test_sigterm_outside_training_stops_a_local_job_at_once(tmp_path, data_dir, 
         monkeypatch.setattr(evaluation, "evaluate", terminate_then(evaluation.evaluate))
     else:
         monkeypatch.setattr(sweep_module, "_prepare_data", terminate_then(sweep_module._prepare_data))
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)  # as submitit's job process: bypassed
+    def bypass(signum, frame):  # as submitit's job process does
+        return None
+
+    previous = signal.signal(signal.SIGTERM, bypass)
     try:
         with pytest.raises(FactorbenchError, match="stopped while preparing the data or evaluating") as caught:
             sweep_module.SweepJob(plan, sweep_dir, OPTIONS)(job.id)
-        assert signal.getsignal(signal.SIGTERM) is not previous  # the bypass is back in place afterwards
+        assert signal.getsignal(signal.SIGTERM) is bypass  # the job's handler is gone, the bypass back in place
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert getattr(caught.value, "exit_status", None) == 130
