@@ -162,17 +162,19 @@ def test_new_models_are_listed_by_train_list(capsys):
     # fixed architectures: montero-small in the default suite, the others (50 s each on an AVX2-only CPU) slow
     pytest.param("beta-vae", {"architecture": "burgess-2018", "beta": 1.0}, marks=pytest.mark.slow),
     pytest.param("beta-vae", {"architecture": "chen-mlp", "beta": 1.0}, marks=pytest.mark.slow),
-    ("beta-vae", {"architecture": "montero-small", "beta": 1.0}),
+    ("beta-vae", {"architecture": "montero-small", "beta": 1.0, "steps": 150}),  # learns in half the steps
 ])
 def test_a_few_hundred_steps_on_one_channel_dsprites_learn(generated, tmp_path, model, params):
-    """300 steps on a dSprites sub-grid (one channel): the reconstruction falls to well under its start."""
+    """300 steps (or fewer) on a dSprites sub-grid (one channel): the reconstruction falls to well under its start."""
     fixed = params.get("architecture") in ("burgess-2018", "chen-mlp", "montero-small")
     config = make_config(model, {**({} if fixed else {"channels": "8,8,16,16", "hidden": 64}), "latent_dim": 4,
                                  "batch_size": 32, "steps": 300, "lr": 1e-3, **params})
-    train(config, generated("dsprites"), tmp_path / "run", options=TrainOptions(**{**QUIET.__dict__, "log_every": 50}))
+    log_every = config.steps // 6
+    train(config, generated("dsprites"), tmp_path / "run",
+          options=TrainOptions(**{**QUIET.__dict__, "log_every": log_every}))
     rows = list(csv.DictReader(open(tmp_path / "run" / "log.csv")))
     recon = [float(r["recon"]) for r in rows]
-    assert len(recon) == 6 and recon[-1] < 0.6 * recon[0]
+    assert len(recon) == 6 and recon[-1] < 0.5 * recon[0]  # measured 0.21-0.42 (AMD EPYC, AVX2)
     if model == "hfs-vae":
         assert all(float(r["hfs"]) >= 0 for r in rows)
 
