@@ -5,7 +5,6 @@ kill at any moment leaves the last complete checkpoint intact."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -14,19 +13,10 @@ from safetensors import SafetensorError
 from safetensors.torch import load, save
 
 from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.outputs import write_atomically
 
-__all__ = ["atomic_write_bytes", "checkpoint_summary", "load_checkpoint", "load_weights",
+__all__ = ["checkpoint_summary", "load_checkpoint", "load_weights",
            "noise_seed_after_device_change", "save_checkpoint", "save_weights", "tensors_sha256", "weights_sha256"]
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a synced temporary file and a rename."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _reproducible(data: bytes) -> bytes:
@@ -49,7 +39,7 @@ def _cpu(t: torch.Tensor) -> torch.Tensor:
 
 def save_weights(path: Path, model: torch.nn.Module, metadata: dict[str, str] | None = None) -> None:
     """The model's state dict (parameters and buffers) as safetensors."""
-    atomic_write_bytes(path, _reproducible(save({k: _cpu(v) for k, v in model.state_dict().items()},
+    write_atomically(path, _reproducible(save({k: _cpu(v) for k, v in model.state_dict().items()},
                                                 metadata=metadata)))
 
 
@@ -116,7 +106,7 @@ def save_checkpoint(path: Path, model: torch.nn.Module, optimizers: dict[str, to
                     optim_meta[group]["scalars"][f"{index}/{key}"] = value
     tensors["rng/noise"] = generator.get_state()
     metadata = {"step": str(step), "optim": json.dumps(optim_meta), "extra": json.dumps(extra)}
-    atomic_write_bytes(path, _reproducible(save(tensors, metadata=metadata)))
+    write_atomically(path, _reproducible(save(tensors, metadata=metadata)))
 
 
 def _match_parameter_strides(opt: torch.optim.Optimizer) -> None:

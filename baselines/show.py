@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from factorbench.generators.errors import FactorbenchError
-from factorbench.generators.outputs import check_output_file
+from factorbench.generators.outputs import check_output_file, save_figure
 
 __all__ = ["show_run", "write_samples"]
 
@@ -69,14 +69,7 @@ def write_samples(model: Any, data: Any, out: Path, *, device: Any = "cpu") -> P
     caption = getattr(model, "traversal_caption", "each latent swept over [-2.5, 2.5] from the first input's code")
     fig.suptitle(f"top: inputs and reconstructions (posterior mean); below: {caption}", fontsize=8)
     fig.tight_layout()
-    tmp = out.with_name(out.stem + ".partial.png")
-    try:
-        fig.savefig(tmp, dpi=80)
-        os.replace(tmp, out)
-    finally:
-        plt.close(fig)
-        tmp.unlink(missing_ok=True)
-    return out
+    return save_figure(fig, out, dpi=80)
 
 
 def show_run(run_dir: str | os.PathLike, out: str | os.PathLike | None = None, *, force: bool = False) -> Path:

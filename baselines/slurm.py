@@ -314,7 +314,7 @@ def read_submissions(sweep_dir: Path) -> list[dict[str, Any]]:
     return []
 
 
-def record_submission(sweep_dir: Path, ids: Mapping[str, str], write: Callable[[Path, str], None]) -> None:
+def record_submission(sweep_dir: Path, ids: Mapping[str, str], write: Callable[[Path, str], object]) -> None:
     """Append a submission (job id -> SLURM id) to ``slurm.json``, keeping the earlier ones."""
     submissions = read_submissions(sweep_dir)
     submissions.append({"array": next(iter(ids.values()), "").split("_")[0],

@@ -43,6 +43,7 @@ import numpy as np
 from submitit.helpers import Checkpointable
 
 from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.outputs import write_atomically
 
 from . import models  # noqa: F401  (registers every model: the plan's configs are built in the jobs)
 from .gpus import DEFAULT_PACK, GpuSlots, visible_gpus
@@ -108,17 +109,6 @@ def state_path(sweep_dir: Path, job: Job) -> Path:
 
 def _lock_path(sweep_dir: Path, job: Job) -> Path:
     return state_path(sweep_dir, job).with_suffix(".lock")
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` via a synced temporary file and a rename: a reader sees the old file or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _read_json(path: Path) -> Any:
@@ -467,7 +457,7 @@ def _train_and_evaluate(job: Job, sweep_dir: Path, plan: Plan, options: SweepOpt
         result = dataclasses.replace(result, model=job.entry.name, training=training,
                                      dataset={k: v for k, v in result.dataset.items() if k != "path"},
                                      timings={**result.timings, "wall": wall})
-        _atomic_write(out, result.to_json())
+        write_atomically(out, result.to_json())
 
 
 def _describe(exc: BaseException) -> str:
@@ -509,7 +499,7 @@ def run_job(job: Job, sweep_dir: str | os.PathLike, plan: Plan, options: SweepOp
                     return
                 if state != "running":
                     finished.set()
-                _atomic_write(path, json.dumps({
+                write_atomically(path, json.dumps({
                     **record, "state": state, "error": error,
                     "cpu_s": float(before.get("cpu_s", 0.0)) + time.process_time() - cpu0,
                     "wall_s": float(before.get("wall_s", 0.0)) + time.perf_counter() - wall0,
@@ -730,7 +720,7 @@ def _failure_text(sweep_dir: Path, job: Job, exc: BaseException, record_failure:
     logs = [line.strip(" -") for line in lines if line.strip().endswith("_log.err")]
     text = (errors[-1] if errors else type(exc).__name__) + (f" (log: {logs[-1]})" if logs else "")
     if record_failure:
-        _atomic_write(path, json.dumps({**record, "job": job.id, "config_hash": job.config.hash(), "state": "failed",
+        write_atomically(path, json.dumps({**record, "job": job.id, "config_hash": job.config.hash(), "state": "failed",
                                         "error": text}, indent=1, sort_keys=True))
     return text
 
@@ -867,7 +857,7 @@ def _run_slurm(req: EngineRequest) -> dict[str, str]:
         fn = SweepJob(req.plan, req.sweep_dir, req.options, engine="slurm", signal_delay_s=settings.signal_delay_s)
         handles = submit_array(executor, fn, [j.id for j in req.jobs])
         ids = {j.id: h.job_id for j, h in zip(req.jobs, handles)}
-    record_submission(req.sweep_dir, ids, _atomic_write)
+    record_submission(req.sweep_dir, ids, write_atomically)
     if handles:
         packed = f", {req.pack} jobs per array task" if req.pack > 1 else ""
         req.echo(f"submitted {len(req.jobs)} job{'s' if len(req.jobs) != 1 else ''} as SLURM array "
@@ -884,7 +874,7 @@ ENGINES: dict[str, Callable[[EngineRequest], dict[str, str]]] = {"local": _run_l
 def _record_plan(sweep_dir: Path, plan: Plan) -> None:
     path = sweep_dir / "plans" / f"{plan.hash()}.json"
     if not path.exists():
-        _atomic_write(path, json.dumps({"hash": plan.hash(), "source": plan.source, "plan": plan.to_dict()},
+        write_atomically(path, json.dumps({"hash": plan.hash(), "source": plan.source, "plan": plan.to_dict()},
                                        indent=1, sort_keys=True))
 
 
@@ -1234,7 +1224,7 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
                     "runs": runs[:1] + [_slim(r) for r in runs[1:]]}
         text = json.dumps(document, sort_keys=True, allow_nan=False)
         if not (target.is_file() and target.read_text() == text):
-            _atomic_write(target, text)
+            write_atomically(target, text)
             written.append(target)
             echo(f"wrote {target} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''}"
                  + (f"; seeds {missing} not finished" if missing else "") + ")")
@@ -1306,7 +1296,7 @@ def restore(plan: Plan, sweep_dir: str | os.PathLike | None = None, source: str 
             state = _result_state(sweep_dir, job, protocol)
             if state == "missing":
                 path = result_path(sweep_dir, protocol, job)
-                _atomic_write(path, json.dumps(run, sort_keys=True, allow_nan=False))
+                write_atomically(path, json.dumps(run, sort_keys=True, allow_nan=False))
                 written.append(path)
             elif state != "done":
                 echo(f"{job.id} under {protocol}: the sweep directory holds another result ({state}); left alone")
@@ -1318,7 +1308,7 @@ def restore(plan: Plan, sweep_dir: str | os.PathLike | None = None, source: str 
         if not job_done(job, sweep_dir) or path.exists():
             continue
         training = runs[0]["training"]
-        _atomic_write(path, json.dumps({
+        write_atomically(path, json.dumps({
             "job": job.id, "index": job.index, "config_hash": job.config.hash(),
             "plan_hash": training["sweep"]["plan_hash"], "run_hash": training.get("run_hash"),
             "state": "done", "error": "", "attempts": 0, "steps": job.config.steps,

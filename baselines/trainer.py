@@ -31,9 +31,10 @@ import torch
 
 from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.fileformat import package_version
+from factorbench.generators.outputs import write_atomically
 
 from . import models  # noqa: F401  (registers every model family)
-from .checkpoint import atomic_write_bytes, checkpoint_summary, load_checkpoint, save_checkpoint, save_weights
+from .checkpoint import checkpoint_summary, load_checkpoint, save_checkpoint, save_weights
 from .config import ModelConfig, get_family
 from .data import DEFAULT_MEMORY_LIMIT, TrainingData, resolve_dataset
 from .nets import check_image_shape, is_convolutional
@@ -291,7 +292,7 @@ class _CsvLog:
             writer = csv.DictWriter(buf, self.header)
             writer.writeheader()
             writer.writerows(rows)
-        atomic_write_bytes(path, buf.getvalue().encode())
+        write_atomically(path, buf.getvalue().encode())
 
     def write(self, row: dict[str, float]) -> None:
         """Append a row. Losses that log some values on some steps only (alternating schedules) may bring a
@@ -306,7 +307,7 @@ class _CsvLog:
             writer = csv.DictWriter(buf, self.header, restval="")
             writer.writeheader()
             writer.writerows(rows)
-            atomic_write_bytes(self.path, buf.getvalue().encode())
+            write_atomically(self.path, buf.getvalue().encode())
         if new:
             self.header = list(fixed) + sorted(k for k in row if k not in fixed)
         with open(self.path, "a", newline="") as fh:
@@ -408,7 +409,7 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
         record = {"run_hash": run_hash, "config": config.to_dict(), "config_hash": config.hash(), "data": spec.data,
                   "dataset_path": str(data.path.resolve()), "package_version": package_version(),
                   "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-        atomic_write_bytes(run_dir / RUN_JSON, json.dumps(record, indent=1, sort_keys=True).encode())
+        write_atomically(run_dir / RUN_JSON, json.dumps(record, indent=1, sort_keys=True).encode())
 
     if device.type == "cuda":
         apply_cuda_determinism(cuda_determinism(precision))
@@ -556,5 +557,5 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
             "precision": precision, "threads": torch.get_num_threads(), "segments": segments,
             "torch_version": torch.__version__, "package_version": package_version(),
             "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-    atomic_write_bytes(run_dir / DONE, json.dumps(done, indent=1, sort_keys=True).encode())
+    write_atomically(run_dir / DONE, json.dumps(done, indent=1, sort_keys=True).encode())
     return TrainResult(run_dir, run_hash, "finished", step, wall, rate)

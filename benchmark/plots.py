@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.outputs import check_new_files, save_figure
 
 __all__ = ["PLOTTERS", "hinton", "plot_paths", "plot_result"]
 
@@ -240,10 +240,7 @@ def plot_paths(protocol: str, metrics: Iterable[tuple[str, str]], directory: str
 
 def check_plot_paths(paths: Iterable[Path], force: bool = False) -> None:
     """Refuse existing plot files unless ``force`` (as result files are refused)."""
-    existing = [str(p) for p in paths if p.exists()]
-    if existing and not force:
-        raise FactorbenchError(f"plot file(s) {', '.join(existing[:3])}{', ...' if len(existing) > 3 else ''} "
-                               "exist; pass --force to replace them or --plots to write elsewhere")
+    check_new_files(list(paths), force, "pass --force to replace them or --plots to write elsewhere")
 
 
 def plot_result(result: Any, directory: str | os.PathLike, *, force: bool = False) -> list[Path]:
@@ -255,12 +252,8 @@ def plot_result(result: Any, directory: str | os.PathLike, *, force: bool = Fals
     check_plot_paths(paths, force)
     directory.mkdir(parents=True, exist_ok=True)
     names = list(result.dataset.get("factor_names", []))
-    plt = _pyplot()
     for path, (label, entry) in zip(paths, entries):
         fig = PLOTTERS[entry["metric"]](entry["result"], label, names)
         fig.tight_layout()
-        tmp = path.with_name(path.name + ".tmp.png")
-        fig.savefig(tmp, dpi=100)
-        plt.close(fig)
-        os.replace(tmp, path)
+        save_figure(fig, path, dpi=100)
     return paths

@@ -30,6 +30,7 @@ import numpy as np
 
 from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.spec import canonical_json, sha256_text
+from factorbench.generators.outputs import write_atomically
 
 from .columns import score_column
 from .protocols import PROTOCOLS, Protocol, get_protocol
@@ -126,7 +127,7 @@ class EvaluationResult:
             raise FactorbenchError(f"{path} is a directory; give a file name for the result")
         if path.exists() and not force:
             raise FactorbenchError(f"{path} exists; pass --force to replace it")
-        _write_atomically(path, self.to_json())
+        write_atomically(path, self.to_json())
         return path
 
     def headline_key(self) -> str | None:
@@ -261,24 +262,12 @@ def load_result(path: str | os.PathLike) -> EvaluationResult:
     return _parse_result(data, str(path))
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` through a temporary file and a rename: a failed write leaves nothing behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def save_runs(path: str | os.PathLike, model: str, runs: Sequence[EvaluationResult]) -> Path:
     """Write several runs of one model as one reference file, ``{"model": ..., "runs": [...]}`` (the form
     :func:`reference_results` reads; atomically, replacing ``path``)."""
     path = Path(path)
     document = {"model": model, "runs": [json.loads(r.to_json()) for r in runs]}
-    _write_atomically(path, json.dumps(document, sort_keys=True, allow_nan=False))
+    write_atomically(path, json.dumps(document, sort_keys=True, allow_nan=False))
     return path
 
 

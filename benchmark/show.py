@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from factorbench.generators.errors import FactorbenchError
-from factorbench.generators.outputs import check_output_file
+from factorbench.generators.outputs import check_output_file, save_figure
 
 from .dataset import Dataset, load
 
@@ -70,13 +70,5 @@ def show(path: str | os.PathLike, out: str | os.PathLike, per_factor: int = 8, f
             axes[r, 0].set_ylabel(factor.name, fontsize=9)
         fig.suptitle(f"{ds.spec.generator} v{ds.spec.version}  ({ds.path.name}, n={len(ds)})", fontsize=10)
         fig.tight_layout()
-        tmp = out.with_name(out.name + ".partial.png")
-        try:
-            fig.savefig(tmp, dpi=100)
-            os.replace(tmp, out)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        finally:
-            plt.close(fig)
+        save_figure(fig, out, dpi=100)
     return out

@@ -3,6 +3,9 @@ fail at once, with a message, not after an hour of rendering or scoring.
 
 Writability is probed by creating (and removing) a temporary file in the folder, not by permission
 bits: that is what counts for root too, on read-only mounts and in pseudo-file systems such as /proc.
+
+Files are then written whole or not at all (:func:`write_atomically`, :func:`save_figure`): through a
+temporary file beside the target and a rename, so an interrupted command leaves the old file or none.
 """
 
 from __future__ import annotations
@@ -11,10 +14,12 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from .errors import FactorbenchError
 
-__all__ = ["check_disk_space", "check_output_dir", "check_output_file", "check_writable_dir", "format_bytes"]
+__all__ = ["check_disk_space", "check_new_files", "check_output_dir", "check_output_file", "check_writable_dir",
+           "format_bytes", "save_figure", "write_atomically"]
 
 
 def format_bytes(n: float) -> str:
@@ -63,6 +68,58 @@ def check_output_dir(path: str | os.PathLike, option: str) -> Path:
         check_writable_dir(path, f"into {path}")
     else:
         check_writable_dir(path.parent, f"{option} {path}")
+    return path
+
+
+def check_new_files(paths: list[Path], force: bool, advice: str = "pass --force to replace them") -> None:
+    """Refuse, before any work, to write files that exist unless ``force``: names the first three."""
+    existing = [str(p) for p in paths if p.exists()]
+    if existing and not force:
+        more = ", ..." if len(existing) > 3 else ""
+        raise FactorbenchError(f"{', '.join(existing[:3])}{more} already exist{'s' if len(existing) == 1 else ''}; "
+                               f"{advice}")
+
+
+def _temporary(path: Path) -> Path:
+    """A hidden name beside ``path``, unique to this process, ending in ``.tmp`` (so that no reader's
+    ``*.json`` or ``*.png`` takes a left-over for a finished file)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def write_atomically(path: str | os.PathLike, data: str | bytes) -> Path:
+    """Write ``data`` to ``path`` through a synced temporary file and a rename: a reader sees the old file
+    or the new one, and a failed or interrupted write leaves nothing behind. Creates missing folders."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temporary(path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data.encode() if isinstance(data, str) else data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def save_figure(fig: Any, path: str | os.PathLike, **savefig: Any) -> Path:
+    """Save a matplotlib figure to ``path`` whole or not at all (as :func:`write_atomically`), then close
+    it; ``savefig`` are ``Figure.savefig``'s options (``dpi``, ``bbox_inches``)."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    tmp = _temporary(path)
+    savefig.setdefault("format", path.suffix.lstrip(".").lower() or None)  # the temporary name has none
+    try:
+        fig.savefig(tmp, **savefig)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)
     return path
 
 

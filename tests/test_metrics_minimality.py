@@ -212,7 +212,7 @@ def test_toy_experiment_script_runs_and_reports(tmp_path, monkeypatch):
     from factorbench.benchmark.experiments import toy_dependent_factors as script
 
     monkeypatch.setattr(script, "METRICS", {"minimality_sufficiency": script.METRICS["minimality_sufficiency"]})
-    results = script.main(["--out", str(tmp_path), "--n-samples", "2000", "--steps", "3"])
+    results = script.run_experiment(["--out", str(tmp_path), "--n-samples", "2000", "--steps", "3"])
     assert results["metrics"] == ["minimality", "sufficiency"]
     assert len(results["dependent"]) == 9 and len(results["nuisance"]) == 3
     assert results["verdicts"]["minimality"]["one_at_alpha_1"] and results["verdicts"]["sufficiency"]["one_at_alpha_1"]

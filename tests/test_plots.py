@@ -125,7 +125,7 @@ def test_plot_files_are_kept_unless_forced(results, tmp_path):
     assert [p.name for p in paths] == ["p-v1.mig.png", "p-v1.irs.png"]
     paths[1].unlink()
     paths[0].write_bytes(b"mine")
-    with pytest.raises(FactorbenchError, match="p-v1.mig.png exist; pass --force"):
+    with pytest.raises(FactorbenchError, match="p-v1.mig.png already exists; pass --force to replace them or --plots"):
         plot_result(result, tmp_path)
     assert paths[0].read_bytes() == b"mine" and not paths[1].exists()  # nothing written
     plot_result(result, tmp_path, force=True)

@@ -53,10 +53,11 @@ import numpy as np
 
 from factorbench.benchmark.experiments.metric_meta_evaluation import runs_of_plan, spearman
 from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
+from factorbench.generators.outputs import check_new_files, check_output_dir, save_figure
 
-__all__ = ["AUC_DOES_NOT_SEPARATE", "AUC_SEPARATES", "Claim", "HIGH_BETA", "MIN_RUNS", "MIN_SETTINGS", "PLAN",
+__all__ = ["AUC_DOES_NOT_SEPARATE", "AUC_SEPARATES", "Claim", "FIGURES", "HIGH_BETA", "MIN_RUNS", "MIN_SETTINGS", "PLAN",
            "PROTOCOL", "RHO_AGREE", "RHO_BETA", "RHO_CORRELATED", "Setting", "check_claims", "format_report",
-           "main", "mean_and_stderr", "parse_entry", "plot_figures", "separation_auc", "settings_of"]
+           "FIGURES", "main", "mean_and_stderr", "parse_entry", "plot_figures", "separation_auc", "settings_of"]
 
 PLAN = "do-tran-v1"
 PROTOCOL = "dsprites-dci-v1"
@@ -483,11 +484,15 @@ def _scatter(ax: Any, settings: Sequence[Setting], x: str, y: str) -> None:
     ax.legend(fontsize=7)
 
 
+#: the files :func:`plot_figures` writes
+FIGURES = ("fig5.png", "fig6.png", "fig7.png", "fig8.png")
+
+
 def plot_figures(settings: Sequence[Setting], directory: str | Path) -> list[Path]:
-    """The counterparts of Do & Tran's Figures 5-8 as PNGs in ``directory``: ``fig5.png`` (JEMMIG and RMIG
-    per setting, JEMMIG against RMIG per run), ``fig6.png`` (DCI D, C and I against JEMMIG and RMIG per run),
-    ``fig7.png`` (D, C and I per setting), ``fig8.png`` (modularity per setting and against JEMMIG). Nothing
-    is drawn without settings."""
+    """The counterparts of Do & Tran's Figures 5-8 as PNGs in ``directory`` (:data:`FIGURES`): ``fig5.png``
+    (JEMMIG and RMIG per setting, JEMMIG against RMIG per run), ``fig6.png`` (DCI D, C and I against JEMMIG
+    and RMIG per run), ``fig7.png`` (D, C and I per setting), ``fig8.png`` (modularity per setting and
+    against JEMMIG). Nothing is drawn without settings."""
     if not settings:
         return []
     import matplotlib
@@ -501,10 +506,7 @@ def plot_figures(settings: Sequence[Setting], directory: str | Path) -> list[Pat
 
     def save(fig: Any, name: str) -> None:
         fig.tight_layout()
-        path = directory / name
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(save_figure(fig, directory / name, dpi=100))
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
     _per_setting(axes[0], settings, JEMMIG)
@@ -535,7 +537,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--add", action="append", default=[], metavar="JSON", help="more results (repeatable)")
     parser.add_argument("--plan", default=PLAN, help=f"the plan whose runs are compared (default {PLAN})")
     parser.add_argument("--plot", metavar="DIR", default=None, help="also write the figures into this folder")
+    parser.add_argument("--force", action="store_true", help="replace the figures in --plot if they exist")
     args = parser.parse_args(argv)
+    if args.plot:  # before any work
+        plots = check_output_dir(args.plot, "--plot")
+        check_new_files([plots / name for name in FIGURES], args.force,
+                        "pass --force to replace them or --plot to write elsewhere")
     from factorbench.benchmark.results import reference_results
 
     settings = settings_of(reference_results(PROTOCOL, args.dir, add=args.add), args.plan)

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
+from factorbench.generators.outputs import check_output_file, save_figure
 
 __all__ = ["MetaEvaluation", "TARGETS", "WHOLE_CODE_TARGET", "format_meta_evaluation", "meta_evaluate", "meta_evaluate_protocol",
            "plot_meta_evaluation", "runs_of_plan",
@@ -292,10 +293,7 @@ def plot_meta_evaluation(result: MetaEvaluation, path: str | Path) -> Path:
                     ax.text(s, m, f"{rho:.2f}", ha="center", va="center", fontsize=7,
                             color="white" if abs(rho) > 0.6 else "black")
     fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8)
-    path = Path(path)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120, bbox_inches="tight")
 
 
 def meta_evaluate_protocol(protocol: str, results: Mapping[str, Sequence[Any]],
@@ -336,7 +334,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot", metavar="PNG", default=None, help="also write the heat maps")
+    parser.add_argument("--force", action="store_true", help="replace --plot if it exists")
     args = parser.parse_args(argv)
+    if args.plot:  # before any work: a heat map that cannot be written fails now, not after the bootstrap
+        check_output_file(args.plot, args.force, option="--plot")
     from factorbench.benchmark.results import reference_results
 
     results = reference_results(args.protocol, args.dir, add=args.add)

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
+from factorbench.generators.outputs import check_output_file, write_atomically
 
 #: Eastwood & Williams' forest depth per factor (azimuth, elevation, red, green, blue), by model
 DEPTH_PRESETS: dict[str, tuple[int, ...]] = {
@@ -121,10 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--depths", type=int, nargs=5, metavar="D", help="forest depth per factor")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--out", type=Path, help="also write the numbers to this JSON file")
+    parser.add_argument("--force", action="store_true", help="replace --out if it exists")
     args = parser.parse_args(argv)
     depths = DEPTH_PRESETS[args.preset] if args.preset else tuple(args.depths)
-    if args.out is not None and args.out.exists():
-        raise FactorbenchError(f"{args.out} exists; choose another --out")
+    if args.out is not None:  # before any work
+        check_output_file(args.out, args.force)
     start = time.perf_counter()
     data, kinds, description = _codes(args.encoder, args.batch_size)
     table = {}
@@ -140,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         document: dict[str, Any] = {"encoder": description, "depths": list(depths), "alpha": ORIGINAL_ALPHA,
                                     "scores": {r: {n: vars(s) for n, s in rows.items()} for r, rows in table.items()}}
-        args.out.write_text(json.dumps(document, indent=1))
+        write_atomically(args.out, json.dumps(document, indent=1))
     return 0
 
 

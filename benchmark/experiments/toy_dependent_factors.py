@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 
 from factorbench.benchmark import toy
+from factorbench.generators.errors import exits_2_on_user_error
+from factorbench.generators.outputs import check_new_files, check_output_dir, save_figure, write_atomically
 
 #: Tolerance on "equals 1", "flat" and on monotonicity (a plug-in estimate on a finite sample wobbles).
 TOL = 0.02
@@ -197,8 +199,7 @@ def plot_dependence(table: dict[tuple[float, float], dict[str, float]], alphas: 
     axes.flat[0].legend(fontsize=6)
     fig.suptitle("Dependent factors (Almudévar & Ortega 2025, Fig. 2)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 def plot_nuisance(betas: list[float], rows: list[dict[str, float]], columns: list[str], path: Path) -> None:
@@ -214,8 +215,7 @@ def plot_nuisance(betas: list[float], rows: list[dict[str, float]], columns: lis
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     ax.set_title("Nuisance (Almudévar & Ortega 2025, Fig. 3)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 # --------------------------------------------------------------------------- main
@@ -232,15 +232,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=5, help="values of alpha, delta and beta each (default 5)")
     parser.add_argument("--resample", type=int, default=None,
                         help="minimality/sufficiency on this many rows drawn with replacement (the authors: 2000)")
-    parser.add_argument("--dci-regressor", default="lasso", help="DCI regressor: lasso (default), forest or gbt")
+    parser.add_argument("--dci-regressor", default="lasso", choices=("lasso", "forest", "gbt"),
+                        help="DCI regressor: lasso (default), forest or gbt")
+    parser.add_argument("--force", action="store_true", help="replace the files of an earlier run in --out")
     args = parser.parse_args(argv)
     if args.n_samples < 100 or args.steps < 3:
         parser.error("--n-samples must be >= 100 and --steps >= 3")
     return args
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+#: the files an experiment writes into ``--out``
+OUTPUTS = ("fig2_dependent_factors.png", "fig3_nuisance.png", "results.json")
+
+
+def run_experiment(argv: list[str] | None = None) -> dict[str, Any]:
+    """Score every metric over the toy grids, print the tables and verdicts, write :data:`OUTPUTS` into
+    ``--out``; returns what ``results.json`` holds. ``--out``'s files are checked before any work."""
     args = parse_args(argv)
+    check_output_dir(args.out, "--out")
+    check_new_files([args.out / name for name in OUTPUTS], args.force,
+                    "pass --force to replace them or --out to write elsewhere")
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     metrics = load_metrics()
@@ -308,11 +319,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "checks": checks,
         "verdicts": verdicts,
     }
-    (args.out / "results.json").write_text(json.dumps(results, indent=2))
+    write_atomically(args.out / "results.json", json.dumps(results, indent=2))
     print(f"\nwrote {args.out / 'fig2_dependent_factors.png'}, {args.out / 'fig3_nuisance.png'}, "
           f"{args.out / 'results.json'} in {time.perf_counter() - start:.1f} s")
     return results
 
 
+@exits_2_on_user_error
+def main(argv: list[str] | None = None) -> int:
+    run_experiment(argv)
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
