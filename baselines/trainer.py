@@ -38,6 +38,9 @@ from .checkpoint import checkpoint_summary, load_checkpoint, save_checkpoint, sa
 from .config import ModelConfig, get_family
 from .data import DEFAULT_MEMORY_LIMIT, TrainingData, resolve_dataset
 from .nets import check_image_shape, is_convolutional
+# imported with the trainer, not when a run of hours ends: a package upgraded or edited meanwhile would
+# otherwise be imported half new, half old, and fail after the training (the run then only resumes)
+from .show import write_samples
 from .optim import apply_lr_schedule
 from .runs import CHECKPOINT, DONE, LOG, RUN_FILES, RUN_JSON, SAMPLES, SNAPSHOTS, WEIGHTS, RunSpec, read_run, snapshot_path
 
@@ -548,8 +551,6 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
         return TrainResult(run_dir, run_hash, "stopped", step, wall, rate)
     save_weights(run_dir / WEIGHTS, model, {"run_hash": run_hash, "config": config.to_json()})
     if options.samples:
-        from .show import write_samples
-
         model.eval()
         write_samples(model, data, run_dir / SAMPLES, device=device)
     done = {"steps": step, "wall_time_s": wall, "cpu_time_s": cpu_before + time.process_time() - cpu_start,
