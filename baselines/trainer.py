@@ -38,11 +38,11 @@ from .checkpoint import checkpoint_summary, load_checkpoint, save_checkpoint, sa
 from .config import ModelConfig, get_family
 from .data import DEFAULT_MEMORY_LIMIT, TrainingData, resolve_dataset
 from .nets import check_image_shape, is_convolutional
+from .optim import apply_lr_schedule
+from .runs import CHECKPOINT, DONE, LOG, RUN_FILES, RUN_JSON, SAMPLES, SNAPSHOTS, WEIGHTS, RunSpec, read_run, snapshot_path
 # imported with the trainer, not when a run of hours ends: a package upgraded or edited meanwhile would
 # otherwise be imported half new, half old, and fail after the training (the run then only resumes)
 from .show import write_samples
-from .optim import apply_lr_schedule
-from .runs import CHECKPOINT, DONE, LOG, RUN_FILES, RUN_JSON, SAMPLES, SNAPSHOTS, WEIGHTS, RunSpec, read_run, snapshot_path
 
 __all__ = ["PRECISIONS", "TrainOptions", "TrainResult", "TrainingInterrupted", "apply_cuda_determinism",
            "choose_device", "choose_precision", "cuda_determinism", "train"]

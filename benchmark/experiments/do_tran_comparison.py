@@ -57,7 +57,7 @@ from factorbench.generators.outputs import check_new_files, check_output_dir, sa
 
 __all__ = ["AUC_DOES_NOT_SEPARATE", "AUC_SEPARATES", "Claim", "FIGURES", "HIGH_BETA", "MIN_RUNS", "MIN_SETTINGS", "PLAN",
            "PROTOCOL", "RHO_AGREE", "RHO_BETA", "RHO_CORRELATED", "Setting", "check_claims", "format_report",
-           "FIGURES", "main", "mean_and_stderr", "parse_entry", "plot_figures", "separation_auc", "settings_of"]
+           "main", "mean_and_stderr", "parse_entry", "plot_figures", "separation_auc", "settings_of"]
 
 PLAN = "do-tran-v1"
 PROTOCOL = "dsprites-dci-v1"
