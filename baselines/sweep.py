@@ -43,7 +43,7 @@ import numpy as np
 from submitit.helpers import Checkpointable
 
 from factorbench.generators.errors import FactorbenchError
-from factorbench.generators.outputs import write_atomically
+from factorbench.generators.outputs import temporaries_of, write_atomically
 
 from . import models  # noqa: F401  (registers every model: the plan's configs are built in the jobs)
 from .gpus import DEFAULT_PACK, GpuSlots, visible_gpus
@@ -437,7 +437,7 @@ def _train_and_evaluate(job: Job, sweep_dir: Path, plan: Plan, options: SweepOpt
         if stop is not None and stop.is_set():
             raise TrainingInterrupted(f"stopped before evaluating {protocol}; the run in {run_dir} is complete")
         out = result_path(sweep_dir, protocol, job)
-        for stale in out.parent.glob(f".{out.name}.*.tmp"):  # left by a process killed while writing
+        for stale in temporaries_of(out):  # left by a process killed while writing
             stale.unlink(missing_ok=True)
         if _result_state(sweep_dir, job, protocol) == "done":
             scored = ((_read_json(out) or {}).get("training") or {}).get("weights_sha256")

@@ -31,7 +31,7 @@ import torch
 
 from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.fileformat import package_version
-from factorbench.generators.outputs import write_atomically
+from factorbench.generators.outputs import temporaries_of, write_atomically
 
 from . import models  # noqa: F401  (registers every model family)
 from .checkpoint import checkpoint_summary, load_checkpoint, save_checkpoint, save_weights
@@ -221,7 +221,8 @@ def _prepare_run_dir(run_dir: Path, spec: RunSpec, *, resume: bool, force: bool)
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise FactorbenchError(f"cannot create {run_dir} ({exc.strerror or exc}); choose a writable --out") from None
-    present = {p.name for p in run_dir.iterdir()} - {f + ".tmp" for f in RUN_FILES} - {SNAPSHOTS}
+    left_over = {p.name for f in RUN_FILES for p in temporaries_of(run_dir / f)} | {f + ".tmp" for f in RUN_FILES}
+    present = {p.name for p in run_dir.iterdir()} - left_over - {SNAPSHOTS}  # an interrupted write's are no run
     if RUN_JSON not in present:
         if present - set(RUN_FILES):
             raise FactorbenchError(f"{run_dir} is not empty and holds no training run; give a new or empty "

@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
 from .errors import FactorbenchError
 
 __all__ = ["check_disk_space", "check_new_files", "check_output_dir", "check_output_file", "check_writable_dir",
-           "format_bytes", "save_figure", "write_atomically"]
+           "format_bytes", "save_figure", "temporaries_of", "write_atomically"]
 
 
 def format_bytes(n: float) -> str:
@@ -84,6 +85,13 @@ def _temporary(path: Path) -> Path:
     """A hidden name beside ``path``, unique to this process, ending in ``.tmp`` (so that no reader's
     ``*.json`` or ``*.png`` takes a left-over for a finished file)."""
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def temporaries_of(path: str | os.PathLike) -> list[Path]:
+    """The temporary files that :func:`write_atomically` or :func:`save_figure` left beside ``path`` when
+    their process was killed while writing (any process's)."""
+    path = Path(path)
+    return sorted(path.parent.glob(f".{glob_escape(path.name)}.*.tmp"))
 
 
 def write_atomically(path: str | os.PathLike, data: str | bytes) -> Path:

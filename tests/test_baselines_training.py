@@ -160,6 +160,11 @@ def test_run_directory_rules(generated, tmp_path):
     (foreign / "mine.txt").write_text("keep me")
     with pytest.raises(FactorbenchError, match="not empty"):
         train(config, generated("square"), foreign, options=QUIET)
+    # what a process killed while writing its first run.json leaves is no foreign file: the run starts
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    (killed / ".run.json.4242.tmp").write_text("{")
+    assert train(config, generated("square"), killed, options=QUIET).status == "finished"
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     with pytest.raises(FactorbenchError, match="cannot write|is a file"):

@@ -11,7 +11,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from factorbench.generators.errors import FactorbenchError  # noqa: E402
-from factorbench.generators.outputs import check_new_files, save_figure, write_atomically  # noqa: E402
+from factorbench.generators.outputs import (  # noqa: E402
+    check_new_files,
+    save_figure,
+    temporaries_of,
+    write_atomically,
+)
 
 
 def test_write_atomically_round_trips_text_and_bytes_and_creates_folders(tmp_path):
@@ -34,6 +39,15 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, mon
     with pytest.raises(OSError, match="No space left"):
         write_atomically(path, "new" * 1000)
     assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_temporaries_of_finds_what_a_killed_writer_left_and_nothing_else(tmp_path):
+    path = tmp_path / "seed[0].json"  # glob characters in the name are taken literally
+    left = [tmp_path / ".seed[0].json.4242.tmp", tmp_path / ".seed[0].json.77.tmp"]
+    for p in [*left, tmp_path / ".seed1.json.4242.tmp", tmp_path / "seed[0].json", tmp_path / ".seed0.json.1.tmp"]:
+        p.write_text("")
+    assert temporaries_of(path) == sorted(left)
+    assert temporaries_of(tmp_path / "other.json") == []
 
 
 def test_save_figure_writes_a_png_by_the_target_suffix_and_closes_the_figure(tmp_path):
