@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.outputs import write_atomically
 
 __all__ = ["BEGIN", "END", "job_costs", "render_costs", "update_costs"]
 
@@ -98,7 +99,7 @@ def update_costs(path: Path, plan_name: str = "reference-v1", check: bool = Fals
     if new == text:
         return False
     if not check:
-        path.write_text(new)
+        write_atomically(path, new)
     return True
 
 

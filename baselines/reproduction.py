@@ -24,6 +24,7 @@ from typing import Any
 
 from factorbench.benchmark.results import EvaluationResult, reference_results
 from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
+from factorbench.generators.outputs import write_atomically
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -533,7 +534,7 @@ def update_document(path: Path, check: bool = False, reference_dir: Path | None 
     if new == text:
         return False
     if not check:
-        path.write_text(new)
+        write_atomically(path, new)
     return True
 
 

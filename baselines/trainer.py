@@ -296,7 +296,7 @@ class _CsvLog:
             writer = csv.DictWriter(buf, self.header)
             writer.writeheader()
             writer.writerows(rows)
-        write_atomically(path, buf.getvalue().encode())
+        write_atomically(path, buf.getvalue())
 
     def write(self, row: dict[str, float]) -> None:
         """Append a row. Losses that log some values on some steps only (alternating schedules) may bring a
@@ -311,7 +311,7 @@ class _CsvLog:
             writer = csv.DictWriter(buf, self.header, restval="")
             writer.writeheader()
             writer.writerows(rows)
-            write_atomically(self.path, buf.getvalue().encode())
+            write_atomically(self.path, buf.getvalue())
         if new:
             self.header = list(fixed) + sorted(k for k in row if k not in fixed)
         with open(self.path, "a", newline="") as fh:
@@ -413,7 +413,7 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
         record = {"run_hash": run_hash, "config": config.to_dict(), "config_hash": config.hash(), "data": spec.data,
                   "dataset_path": str(data.path.resolve()), "package_version": package_version(),
                   "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-        write_atomically(run_dir / RUN_JSON, json.dumps(record, indent=1, sort_keys=True).encode())
+        write_atomically(run_dir / RUN_JSON, json.dumps(record, indent=1, sort_keys=True))
 
     if device.type == "cuda":
         apply_cuda_determinism(cuda_determinism(precision))
@@ -559,5 +559,5 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
             "precision": precision, "threads": torch.get_num_threads(), "segments": segments,
             "torch_version": torch.__version__, "package_version": package_version(),
             "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-    write_atomically(run_dir / DONE, json.dumps(done, indent=1, sort_keys=True).encode())
+    write_atomically(run_dir / DONE, json.dumps(done, indent=1, sort_keys=True))
     return TrainResult(run_dir, run_hash, "finished", step, wall, rate)

@@ -25,7 +25,7 @@ import numpy as np
 
 from factorbench import generators
 from factorbench.generators.errors import FactorbenchError
-from factorbench.generators.outputs import check_writable_dir
+from factorbench.generators.outputs import check_writable_dir, write_atomically
 from factorbench.generators.params import params_to_dict
 from factorbench.generators.presets import default_partition, resolve_split
 from factorbench.generators.spec import DatasetSpec, canonical_json
@@ -105,12 +105,10 @@ def verified_hashes(path: str | os.PathLike, *, force: bool = False, progress: b
     if file_state(path) != state:
         raise DataChanged(f"{path} changed while it was being verified; make sure nothing else writes it, "
                           "then run again")
-    tmp = stamp.with_name(stamp.name + ".tmp")
     try:  # a read-only cache still works: it is verified in full on every use
-        tmp.write_text(json.dumps({"file": state, "sha256": hashes}, indent=1, sort_keys=True))
-        os.replace(tmp, stamp)
+        write_atomically(stamp, json.dumps({"file": state, "sha256": hashes}, indent=1, sort_keys=True))
     except OSError:
-        tmp.unlink(missing_ok=True)
+        pass
     return hashes
 
 
