@@ -59,12 +59,12 @@ def test_batches_come_from_seed_and_step(generated):
 
 
 def test_short_training_learns(generated, tmp_path):
-    """200 steps of batch 32 of the standard beta-VAE on square: the loss falls and the reconstruction beats
-    the untrained network's (both to about 0.07 of the start here; 300 steps of batch 64 reach 0.05 at three
-    times the cost)."""
-    config = make_config("beta-vae", {"latent_dim": 4, "steps": 200, "batch_size": 32, "beta": 1.0})
+    """120 steps of batch 32 of the standard beta-VAE on square: the loss falls and the reconstruction beats
+    the untrained network's. Measured over seeds 0-3 (AMD EPYC): the logged reconstruction falls to
+    0.086-0.102 of its start, the test NLL to 0.09-0.21 of the untrained network's (0.07 after 200 steps)."""
+    config = make_config("beta-vae", {"latent_dim": 4, "steps": 120, "batch_size": 32, "beta": 1.0})
     result = train(config, generated("square"), tmp_path / "run", options=QUIET)
-    assert result.status == "finished" and result.step == 200
+    assert result.status == "finished" and result.step == 120
     import csv
 
     rows = list(csv.DictReader(open(tmp_path / "run" / "log.csv")))
@@ -80,7 +80,7 @@ def test_short_training_learns(generated, tmp_path):
     with torch.no_grad():
         trained_nll = bernoulli_nll(encoder.model.decode(encoder.model.encode(x)[0]), x)
         untrained_nll = bernoulli_nll(untrained.decode(untrained.encode(x)[0]), x)
-    assert trained_nll < 0.25 * untrained_nll
+    assert trained_nll < 0.3 * untrained_nll
     data.close()
 
 

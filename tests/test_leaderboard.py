@@ -54,10 +54,25 @@ def _table(path: Path, which: str) -> list[list[str]]:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    """The site of two protocols' shipped reference rows, with plots."""
+    """The site of two protocols' shipped reference rows, without plots (drawing every model's plots costs
+    about 45 s; ``plotted_site`` draws three models')."""
     out = tmp_path_factory.mktemp("site") / "site"
-    build_site(out, PROTOCOLS)
+    build_site(out, PROTOCOLS, plots=False)
     return out
+
+
+PLOTTED_MODELS = ("pca", "random", "vae")
+
+
+@pytest.fixture(scope="module")
+def plotted_site(tmp_path_factory):
+    """The site of three shipped square-lsbd-v1 rows, with their plots, drawn in this process."""
+    root = tmp_path_factory.mktemp("plotted")
+    folder = root / "reference" / "square-lsbd-v1"
+    folder.mkdir(parents=True)
+    for model in PLOTTED_MODELS:
+        shutil.copy(REFERENCE_DIR / "square-lsbd-v1" / f"{model}.json", folder)
+    return build_site(root / "site", ["square-lsbd-v1"], reference_dir=root / "reference", jobs=1)
 
 
 def test_protocol_pages_hold_the_score_table_rows_in_order(site):
@@ -82,7 +97,9 @@ def test_protocol_pages_hold_the_score_table_rows_in_order(site):
     assert [r[0] for r in index[1:]] == PROTOCOLS
 
 
-def test_model_pages_hold_every_run_its_provenance_and_plots(site):
+def test_model_pages_hold_every_run_its_provenance_and_plots(site, plotted_site):
+    assert not (site / "square-lsbd-v1" / "plots").exists()  # --no-plots draws none
+    site = plotted_site
     page = site / "square-lsbd-v1" / "pca.html"
     result = json.loads((REFERENCE_DIR / "square-lsbd-v1" / "pca.json").read_text())
     text = page.read_text()
@@ -140,19 +157,15 @@ def test_a_trained_model_page_names_its_config_plan_and_seed(tmp_path):
     assert "is not shipped with factorbench" in (out / "square-lsbd-v1" / "index.html").read_text()
 
 
-def test_plots_drawn_by_several_processes_are_the_same_files(tmp_path, capsys):
+def test_plots_drawn_by_several_processes_are_the_same_files(tmp_path, capsys, plotted_site):
     """--jobs 2 draws the model pages' plots in two processes: the same files, byte for byte, as one."""
-    folder = tmp_path / "reference" / "square-lsbd-v1"
-    folder.mkdir(parents=True)
-    for model in ("pca", "random", "vae"):
-        shutil.copy(REFERENCE_DIR / "square-lsbd-v1" / f"{model}.json", folder)
-    sites = [build_site(tmp_path / f"site{jobs}", ["square-lsbd-v1"], reference_dir=tmp_path / "reference", jobs=jobs)
-             for jobs in (1, 2)]
+    reference = plotted_site.parent / "reference"
+    sites = [plotted_site, build_site(tmp_path / "site2", ["square-lsbd-v1"], reference_dir=reference, jobs=2)]
     files = [{p.relative_to(site): p.read_bytes() for p in sorted(site.rglob("*")) if p.is_file()} for site in sites]
     assert files[0].keys() == files[1].keys() and files[0] == files[1]
     assert sum(name.suffix == ".png" for name in files[0]) >= 3 * 2  # plots of every model page
     with pytest.raises(FactorbenchError, match="--jobs must be at least 1"):
-        build_site(tmp_path / "site0", ["square-lsbd-v1"], reference_dir=tmp_path / "reference", jobs=0)
+        build_site(tmp_path / "site0", ["square-lsbd-v1"], reference_dir=reference, jobs=0)
     assert not (tmp_path / "site0").exists()
     assert cli(["leaderboard", "--out", str(tmp_path / "site-cli"), "--jobs", "0", "--quiet"]) == 2
     assert "--jobs must be at least 1" in capsys.readouterr().err
@@ -211,7 +224,7 @@ def _browser():
     return webdriver.Chrome(service=Service(driver), options=options)
 
 
-def test_pages_load_in_a_headless_browser_without_errors(site):
+def test_pages_load_in_a_headless_browser_without_errors(site, plotted_site):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
@@ -242,6 +255,8 @@ def test_pages_load_in_a_headless_browser_without_errors(site):
                    if r.is_displayed()]
         assert sorted(visible) == ["pca", "random"]
         browser.find_element(By.LINK_TEXT, "pca").click()
+        assert browser.title.startswith("pca") and browser.find_elements(By.TAG_NAME, "img") == []  # no plots
+        browser.get((plotted_site / "square-lsbd-v1" / "pca.html").as_uri())
         images = browser.find_elements(By.TAG_NAME, "img")
         assert len(images) == 4
         assert all(browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", img)
