@@ -83,6 +83,26 @@ def test_missing_values_leave_an_encoder_out_of_that_setting_only():
         meta_evaluate(population, targets=("nothing.score",))
 
 
+def test_the_bootstrap_with_missing_values_is_each_resamples_spearman_over_its_encoders_with_both():
+    """The interval of a cell where some encoders lack a value: every resample of all encoders, kept when at
+    least 3 of its draws have both values, scored by Spearman over those draws (ties included)."""
+    rng = np.random.default_rng(3)
+    population = {f"enc{i}": {"s.downstream.score": float(rng.integers(0, 4)), "s.irs.score": rng.random(),
+                              "s.m.score": float(rng.integers(0, 3))} for i in range(7)}
+    for name in ("enc1", "enc4"):
+        population[name]["s.m.score"] = math.nan
+    result = meta_evaluate(population, metrics=("m.score",), n_boot=200, seed=5)
+    draws = np.random.default_rng(5).integers(0, 7, size=(200, 7))
+    x = np.array([population[f"enc{i}"]["s.m.score"] for i in range(7)])
+    for t, target in enumerate(("downstream.score", "irs.score")):
+        y = np.array([population[f"enc{i}"][f"s.{target}"] for i in range(7)])
+        boots = np.array([spearman(x[d[np.isfinite(x[d])]], y[d[np.isfinite(x[d])]]) for d in draws
+                          if np.isfinite(x[d]).sum() >= 3])
+        boots = boots[np.isfinite(boots)]
+        assert result.counts[0, 0, t] == 5 and len(boots) > 100
+        assert (result.low[0, 0, t], result.high[0, 0, t]) == tuple(np.quantile(boots, [(1 - 0.95) / 2, (1 + 0.95) / 2]))
+
+
 def test_the_shipped_square_population_and_the_command(capsys, tmp_path):
     from factorbench.benchmark.results import reference_results
 

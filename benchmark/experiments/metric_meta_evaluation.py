@@ -60,13 +60,22 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float(_spearman_rows(np.asarray(x, dtype=float)[None], np.asarray(y, dtype=float)[None])[0])
 
 
-def _spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """:func:`spearman` of each row of ``x`` (B, n) with the same row of ``y``."""
+def _spearman_rows(x: np.ndarray, y: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
+    """:func:`spearman` of each row of ``x`` (B, n) with the same row of ``y``, over the entries where
+    ``valid`` (B, n) holds (default all): the others are ranked after every valid one, so that the valid
+    entries' ranks are their ranks among themselves, and left out of the correlation."""
     from scipy.stats import rankdata
 
-    rx, ry = rankdata(x, axis=1), rankdata(y, axis=1)
-    rx -= rx.mean(axis=1, keepdims=True)
-    ry -= ry.mean(axis=1, keepdims=True)
+    if valid is None:
+        rx, ry = rankdata(x, axis=1), rankdata(y, axis=1)
+        rx -= rx.mean(axis=1, keepdims=True)
+        ry -= ry.mean(axis=1, keepdims=True)
+    else:
+        rx, ry = rankdata(np.where(valid, x, np.inf), axis=1), rankdata(np.where(valid, y, np.inf), axis=1)
+        n = valid.sum(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rx = np.where(valid, rx - (n + 1) / 2, 0.0)  # the mean of ranks 1..n (ties keep the sum)
+            ry = np.where(valid, ry - (n + 1) / 2, 0.0)
     denominator = np.sqrt((rx * rx).sum(axis=1) * (ry * ry).sum(axis=1))
     with np.errstate(invalid="ignore", divide="ignore"):
         rho = (rx * ry).sum(axis=1) / denominator
@@ -149,8 +158,10 @@ def meta_evaluate(population: Mapping[str, Mapping[str, float]], targets: Sequen
                 rho[s, m, t] = spearman(x[ok], y[ok])
                 if ok.all():  # every resample at once
                     boots = _spearman_rows(x[draws], y[draws])
-                else:  # resamples of the encoders that have both values
-                    boots = np.array([spearman(x[d[ok[d]]], y[d[ok[d]]]) for d in draws if ok[d].sum() >= 3])
+                else:  # the resampled encoders that have both values, in resamples with at least 3 of them
+                    valid = ok[draws]
+                    enough = valid.sum(axis=1) >= 3
+                    boots = _spearman_rows(x[draws][enough], y[draws][enough], valid[enough])
                 boots = boots[np.isfinite(boots)]
                 if len(boots):
                     low[s, m, t], high[s, m, t] = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
