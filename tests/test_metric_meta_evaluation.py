@@ -103,6 +103,22 @@ def test_the_bootstrap_with_missing_values_is_each_resamples_spearman_over_its_e
         assert (result.low[0, 0, t], result.high[0, 0, t]) == tuple(np.quantile(boots, [(1 - 0.95) / 2, (1 + 0.95) / 2]))
 
 
+def test_a_table_over_few_encoders_says_what_chance_gives():
+    """With n encoders, rho = 1 is one ordering of n!: counted over every ordering of 4 ranks, then the
+    table's line under 10 encoders (1/6 for 3, 1/24 for 4) and none from 10 on."""
+    import itertools
+
+    orderings = list(itertools.permutations(range(4)))
+    perfect = sum(spearman(np.arange(4.0), np.array(p, dtype=float)) == pytest.approx(1.0) for p in orderings)
+    assert perfect / len(orderings) == 1 / 24
+    for n, expected in [(3, "1/6"), (4, "1/24")]:
+        table = format_meta_evaluation(meta_evaluate(_population(n), n_boot=20))
+        assert f"With {n} encoders, a correlation of exactly 1 (or -1) arises by chance with probability " \
+               f"{expected} in each cell" in table
+        assert table.count("arises by chance") == 2  # under each target's heading
+    assert "arises by chance" not in format_meta_evaluation(meta_evaluate(_population(10), n_boot=20))
+
+
 def test_the_shipped_square_population_and_the_command(capsys, tmp_path):
     from factorbench.benchmark.results import reference_results
 

@@ -255,9 +255,23 @@ def runs_of_plan(results: Mapping[str, Sequence[Any]], *plans: str) -> dict[str,
     return {model: runs for model, runs in kept.items() if runs}
 
 
+#: below this many encoders a table says how often a perfect rank agreement arises by chance
+FEW_ENCODERS = 10
+
+
+def _few_encoders_caveat(n: int) -> str:
+    """What a correlation across ``n`` encoders cannot show: rho = 1 is one of the n! orderings (rho = -1
+    another), so it arises by chance with probability 1/n!; the bootstrap resamples only these n encoders,
+    so its interval cannot widen beyond what they show."""
+    return (f"With {n} encoders, a correlation of exactly 1 (or -1) arises by chance with probability "
+            f"1/{math.factorial(n)} in each cell, and the bootstrap resamples these same {n}: an interval "
+            f"[1.00, 1.00] says that they agree, not that the agreement is certain.")
+
+
 def format_meta_evaluation(result: MetaEvaluation, digits: int = 2) -> str:
     """One Markdown table per target: a row per metric, a column per setting, each cell
-    ``rho [low, high]``, and ``(n = k)`` where fewer than all the encoders have both values."""
+    ``rho [low, high]``, and ``(n = k)`` where fewer than all the encoders have both values; under
+    :data:`FEW_ENCODERS` encoders, a line on what chance alone gives."""
     out = []
     every = len(result.encoders)
     for t, target in enumerate(result.targets):
@@ -265,6 +279,9 @@ def format_meta_evaluation(result: MetaEvaluation, digits: int = 2) -> str:
         out.append(f"Spearman correlation with `{target}` across {every} encoders"
                    + (" (fewer where a cell gives its n)" if fewer else "")
                    + f" ({round(100 * result.level)} % bootstrap interval, {result.n_boot} resamples)")
+        if every < FEW_ENCODERS:
+            out.append("")
+            out.append(_few_encoders_caveat(every))
         out.append("")
         out.append("| metric | " + " | ".join(result.settings) + " |")
         out.append("|---|" + "---|" * len(result.settings))
