@@ -66,16 +66,10 @@ def _spearman_rows(x: np.ndarray, y: np.ndarray, valid: np.ndarray | None = None
     entries' ranks are their ranks among themselves, and left out of the correlation."""
     from scipy.stats import rankdata
 
-    if valid is None:
-        rx, ry = rankdata(x, axis=1), rankdata(y, axis=1)
-        rx -= rx.mean(axis=1, keepdims=True)
-        ry -= ry.mean(axis=1, keepdims=True)
-    else:
-        rx, ry = rankdata(np.where(valid, x, np.inf), axis=1), rankdata(np.where(valid, y, np.inf), axis=1)
-        n = valid.sum(axis=1, keepdims=True)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rx = np.where(valid, rx - (n + 1) / 2, 0.0)  # the mean of ranks 1..n (ties keep the sum)
-            ry = np.where(valid, ry - (n + 1) / 2, 0.0)
+    valid = np.ones(x.shape, dtype=bool) if valid is None else valid
+    centre = (valid.sum(axis=1, keepdims=True) + 1) / 2  # the mean of ranks 1..n (ties keep the sum)
+    rx = np.where(valid, rankdata(np.where(valid, x, np.inf), axis=1) - centre, 0.0)
+    ry = np.where(valid, rankdata(np.where(valid, y, np.inf), axis=1) - centre, 0.0)
     denominator = np.sqrt((rx * rx).sum(axis=1) * (ry * ry).sum(axis=1))
     with np.errstate(invalid="ignore", divide="ignore"):
         rho = (rx * ry).sum(axis=1) / denominator
@@ -156,12 +150,9 @@ def meta_evaluate(population: Mapping[str, Mapping[str, float]], targets: Sequen
                 if ok.sum() < 3:
                     continue
                 rho[s, m, t] = spearman(x[ok], y[ok])
-                if ok.all():  # every resample at once
-                    boots = _spearman_rows(x[draws], y[draws])
-                else:  # the resampled encoders that have both values, in resamples with at least 3 of them
-                    valid = ok[draws]
-                    enough = valid.sum(axis=1) >= 3
-                    boots = _spearman_rows(x[draws][enough], y[draws][enough], valid[enough])
+                # every resample at once, scored over its encoders with both values, if it has 3 of them
+                kept = draws[ok[draws].sum(axis=1) >= 3]
+                boots = _spearman_rows(x[kept], y[kept], ok[kept])
                 boots = boots[np.isfinite(boots)]
                 if len(boots):
                     low[s, m, t], high[s, m, t] = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
@@ -259,13 +250,13 @@ def runs_of_plan(results: Mapping[str, Sequence[Any]], *plans: str) -> dict[str,
 FEW_ENCODERS = 10
 
 
-def _few_encoders_caveat(n: int) -> str:
+def _few_encoders_caveat(n: int, digits: int) -> str:
     """What a correlation across ``n`` encoders cannot show: rho = 1 is one of the n! orderings (rho = -1
     another), so it arises by chance with probability 1/n!; the bootstrap resamples only these n encoders,
     so its interval cannot widen beyond what they show."""
     return (f"With {n} encoders, a correlation of exactly 1 (or -1) arises by chance with probability "
             f"1/{math.factorial(n)} in each cell, and the bootstrap resamples these same {n}: an interval "
-            f"[1.00, 1.00] says that they agree, not that the agreement is certain.")
+            f"[{1:.{digits}f}, {1:.{digits}f}] says that they agree, not that the agreement is certain.")
 
 
 def format_meta_evaluation(result: MetaEvaluation, digits: int = 2) -> str:
@@ -281,7 +272,7 @@ def format_meta_evaluation(result: MetaEvaluation, digits: int = 2) -> str:
                    + f" ({round(100 * result.level)} % bootstrap interval, {result.n_boot} resamples)")
         if every < FEW_ENCODERS:
             out.append("")
-            out.append(_few_encoders_caveat(every))
+            out.append(_few_encoders_caveat(every, digits))
         out.append("")
         out.append("| metric | " + " | ".join(result.settings) + " |")
         out.append("|---|" + "---|" * len(result.settings))
