@@ -159,6 +159,12 @@ def _result_state(sweep_dir: Path, job: Job, protocol: str) -> str:
     return _mismatch(data, job, protocol) or "done"
 
 
+def _scored_weights(sweep_dir: Path, job: Job) -> set[Any]:
+    """The ``weights_sha256`` of the job's finished results (one value when its protocols score one run)."""
+    return {((_read_json(result_path(Path(sweep_dir), p, job)) or {}).get("training") or {}).get("weights_sha256")
+            for p in job.protocols if _result_state(Path(sweep_dir), job, p) == "done"}
+
+
 def job_done(job: Job, sweep_dir: Path) -> bool:
     """Every protocol of the job has its matching result (reads the result files, nothing else)."""
     return all(_result_state(Path(sweep_dir), job, p) == "done" for p in job.protocols)
@@ -1262,7 +1268,8 @@ def restore(plan: Plan, sweep_dir: str | os.PathLike | None = None, source: str 
     continued on another machine, skips the jobs they finished and :func:`collect` keeps their seeds.
     Only runs of this plan are restored, each checked (schema and checksum) and only where its job still
     asks for what it ran (config hash, protocol, dataset spec and split, as for any result of the sweep);
-    an existing result is never replaced. A job whose every protocol is restored gets a record marked
+    an existing result is never replaced, and a run is left out where the job's results there scored other
+    weights (a job's protocols score one run). A job whose every protocol is restored gets a record marked
     ``restored``, with the training's CPU time where the run recorded it (runs trained before factorbench
     recorded it count none, and the status estimate leaves them out)."""
     from factorbench.benchmark.results import REFERENCE_DIR, _parse_result
@@ -1294,6 +1301,14 @@ def restore(plan: Plan, sweep_dir: str | os.PathLike | None = None, source: str 
                 echo(f"{target}, run {i} ({job.id}): stale, {why}; left out")
                 continue
             state = _result_state(sweep_dir, job, protocol)
+            weights = (run.get("training") or {}).get("weights_sha256")
+            others = _scored_weights(sweep_dir, job) - {weights}
+            if others:
+                # a job's protocols score one set of weights: a run of other weights would ship beside them
+                echo(f"{job.id} under {protocol}: the sweep directory holds results of other weights "
+                     f"({', '.join(sorted(str(w)[:12] for w in others))}) than this run's ({str(weights)[:12]}); "
+                     "left out (the sweep trains the job again and scores every protocol on one run)")
+                continue
             if state == "missing":
                 path = result_path(sweep_dir, protocol, job)
                 write_atomically(path, json.dumps(run, sort_keys=True, allow_nan=False))

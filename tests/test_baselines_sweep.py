@@ -678,6 +678,31 @@ def test_restore_puts_collected_runs_back_into_a_new_sweep_directory(swept, tmp_
     assert cli(["sweep", plan.source, "--restore", str(out), "--collect"]) == 2
 
 
+def test_restore_leaves_out_a_run_of_other_weights_than_the_jobs_results(swept, tmp_path):
+    """A job's protocols score one run: where the sweep directory holds a result of other weights, the reference
+    file's run of the same job is not restored beside it (the job stays unfinished and is trained again)."""
+    plan, sweep_dir, _ = swept
+    out = tmp_path / "reference"
+    collect(plan, sweep_dir, out, **QUIET)
+    job = expand(plan)[0]
+    first, second = job.protocols
+    fresh = tmp_path / "fresh"
+    restore(plan, fresh, out, **QUIET)
+    result_path(fresh, second, job).unlink()
+    other = json.loads(result_path(fresh, first, job).read_text())
+    other["training"]["weights_sha256"] = "0" * 64  # scored another run of the same job
+    result_path(fresh, first, job).write_text(json.dumps(other))
+    lines: list[str] = []
+    assert restore(plan, fresh, out, echo=lines.append) == []
+    assert any(f"{job.id} under {second}: the sweep directory holds results of other weights (000000000000)"
+               in line for line in lines), lines
+    assert not result_path(fresh, second, job).exists() and not job_done(job, fresh)
+    # without the odd result, both of the job's runs come back
+    result_path(fresh, first, job).unlink()
+    assert sorted(restore(plan, fresh, out, **QUIET)) == sorted(result_path(fresh, p, job) for p in job.protocols)
+    assert job_done(job, fresh)
+
+
 def _wait_for(predicate, timeout: float = 120.0, process: subprocess.Popen | None = None) -> None:
     deadline = time.time() + timeout
     while not predicate():

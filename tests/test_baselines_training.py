@@ -533,13 +533,14 @@ def test_a_checkpoint_is_not_continued_in_another_precision(generated, tmp_path,
 
 def test_bf16_on_a_cpu_without_bf16_units_warns_that_it_is_emulated(tmp_path, capsys, monkeypatch):
     """The warning comes first, before the data is even looked for (here: a missing file); fp32, and bf16 on a
-    CPU with bf16 units, do not warn."""
+    CPU with bf16 units, do not warn. The device is the CPU by name: the warning is about the CPU's units (a
+    GPU check sends train() of device "auto" to the GPU)."""
     from factorbench.baselines import trainer
 
     def start(precision: str) -> str:
         with pytest.raises(FactorbenchError, match="neither a file nor a dataset"):
             train(_tiny("vae"), tmp_path / "nowhere.h5", tmp_path / precision,
-                  options=QUIET.__class__(**{**QUIET.__dict__, "precision": precision}))
+                  options=QUIET.__class__(**{**QUIET.__dict__, "precision": precision, "device": "cpu"}))
         return capsys.readouterr().err
 
     monkeypatch.setattr(trainer, "_cpu_has_bf16", lambda: False)
