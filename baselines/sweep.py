@@ -1179,6 +1179,8 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
     instead (same format, implies ``complete_only``), so that finished seeds of an unfinished entry outlive
     the sweep directory (``--restore pending`` on the next machine); an entry written complete to ``out``
     has its pending file removed.
+    A run scored on images other than the copy its protocol pins (another renderer) is left out, named, and
+    counts as a missing seed.
     A file whose content would not change is not rewritten; a file holding runs of another config (or not
     written by a sweep) is refused: finished entries are never replaced."""
     from factorbench.benchmark.results import REFERENCE_DIR
@@ -1206,7 +1208,13 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
         runs, seeds, missing = [], [], []
         for job in jobs:
             if _result_state(sweep_dir, job, protocol) == "done":
-                runs.append(_read_json(result_path(sweep_dir, protocol, job)))
+                run = _read_json(result_path(sweep_dir, protocol, job))
+                other = _other_images(run, result_path(sweep_dir, protocol, job))
+                if other:
+                    echo(f"left out {job.id} under {protocol}: {other}")
+                    missing.append(job.seed)
+                    continue
+                runs.append(run)
                 seeds.append(job.seed)
             else:
                 missing.append(job.seed)
@@ -1238,6 +1246,18 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
             left_pending.unlink()
             echo(f"removed {left_pending}: the entry is complete in {out}")
     return written
+
+
+def _other_images(run: Mapping[str, Any], path: Path) -> str:
+    """Why ``run`` cannot be a reference run because it was scored on images other than the copy its protocol
+    pins (another renderer or driver: ``dataset.same_images_as_reference`` False), '' otherwise."""
+    data = run.get("dataset") or {}
+    if data.get("same_images_as_reference") is not False:
+        return ""
+    return (f"scored on images (sha256 {str((data.get('sha256') or {}).get('images'))[:12]}, "
+            f"{data.get('renderer', 'renderer unknown')}) other than the copy the protocol pins (sha256 "
+            f"{str(data.get('reference_images_sha256'))[:12]}), so its scores carry the renderer's difference; "
+            f"move {path} aside and train the job again where the dataset generates the pinned images (DATASETS.md)")
 
 
 def _check_collect_target(target: Path, name: str, configs: set[str], seeds: set[int], sweep_dir: Path,

@@ -678,6 +678,35 @@ def test_restore_puts_collected_runs_back_into_a_new_sweep_directory(swept, tmp_
     assert cli(["sweep", plan.source, "--restore", str(out), "--collect"]) == 2
 
 
+def test_collect_leaves_out_a_run_scored_on_other_images_than_the_pinned_copy(swept, tmp_path):
+    """A run scored on images another renderer drew (same spec, other bytes) is no reference run: collecting
+    names it and counts its seed as missing, so --complete-only leaves its entry out."""
+    plan, sweep_dir, _ = swept
+    copy = tmp_path / "sweep"
+    shutil.copytree(sweep_dir / "results", copy / "results")
+    job = expand(plan)[1]
+    path = result_path(copy, "square-lsbd-v1", job)
+    run = json.loads(path.read_text())
+    assert run["dataset"]["same_images_as_reference"] is True
+    run["dataset"] = {**run["dataset"], "same_images_as_reference": False, "renderer": "another renderer",
+                      "sha256": {**run["dataset"]["sha256"], "images": "f" * 64}}
+    path.write_text(json.dumps(run))
+    lines: list[str] = []
+    out = tmp_path / "reference"
+    collect(plan, copy, out, echo=lines.append)
+    doc = json.loads((out / "square-lsbd-v1" / "vae.json").read_text())
+    assert doc["seeds"] == [0] and doc["missing_seeds"] == [job.seed] and len(doc["runs"]) == 1
+    assert any(line.startswith(f"left out {job.id} under square-lsbd-v1: scored on images (sha256 ffffffffffff, "
+                               "another renderer) other than the copy the protocol pins") and str(path) in line
+               for line in lines), lines
+    # the other protocol's run of the same job scored the pinned images: kept
+    assert json.loads((out / "square-dependent-v1" / "vae.json").read_text())["seeds"] == [0, 1]
+    lines.clear()
+    assert collect(plan, copy, tmp_path / "complete", echo=lines.append, complete_only=True) \
+        == [tmp_path / "complete" / "square-dependent-v1" / "vae.json"]
+    assert f"left out square-lsbd-v1/vae: seeds [{job.seed}] not finished" in lines
+
+
 def test_restore_leaves_out_a_run_of_other_weights_than_the_jobs_results(swept, tmp_path):
     """A job's protocols score one run: where the sweep directory holds a result of other weights, the reference
     file's run of the same job is not restored beside it (the job stays unfinished and is trained again)."""
