@@ -117,6 +117,12 @@ def test_a_table_over_few_encoders_says_what_chance_gives():
                f"{expected} in each cell" in table
         assert table.count("arises by chance") == 2  # under each target's heading
     assert "arises by chance" not in format_meta_evaluation(meta_evaluate(_population(10), n_boot=20))
+    # the heat maps' title carries the same line, shortened
+    from factorbench.benchmark.experiments.metric_meta_evaluation import _plot_heading
+
+    assert _plot_heading(meta_evaluate(_population(3), n_boot=20)) == \
+        "Spearman rho across 3 encoders; with 3, rho = 1 (or -1) arises by chance with probability 1/6 per cell"
+    assert _plot_heading(meta_evaluate(_population(10), n_boot=20)) == "Spearman rho across 10 encoders"
 
 
 def test_the_shipped_square_population_and_the_command(capsys, tmp_path):

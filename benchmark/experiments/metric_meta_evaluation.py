@@ -289,8 +289,19 @@ def format_meta_evaluation(result: MetaEvaluation, digits: int = 2) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def _plot_heading(result: MetaEvaluation) -> str:
+    """The heat maps' title: how many encoders, and under :data:`FEW_ENCODERS` what chance alone gives (the
+    tables' caveat, shortened)."""
+    n = len(result.encoders)
+    heading = f"Spearman rho across {n} encoders"
+    if n < FEW_ENCODERS:
+        heading += f"; with {n}, rho = 1 (or -1) arises by chance with probability 1/{math.factorial(n)} per cell"
+    return heading
+
+
 def plot_meta_evaluation(result: MetaEvaluation, path: str | Path) -> Path:
-    """Heat maps (one per target) of rho, metrics x settings, as Almudévar & Ortega's Figures 4 and 5."""
+    """Heat maps (one per target) of rho, metrics x settings, as Almudévar & Ortega's Figures 4 and 5, under
+    :func:`_plot_heading`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -312,6 +323,7 @@ def plot_meta_evaluation(result: MetaEvaluation, path: str | Path) -> Path:
                     ax.text(s, m, f"{rho:.2f}", ha="center", va="center", fontsize=7,
                             color="white" if abs(rho) > 0.6 else "black")
     fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8)
+    fig.suptitle(_plot_heading(result), fontsize=9)
     return save_figure(fig, path, dpi=120, bbox_inches="tight")
 
 
