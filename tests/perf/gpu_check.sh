@@ -56,6 +56,8 @@
 #                     (minimal_loop.py's options: --precision, --seeds K, --compile [--compile-mode M], --cuda-graph)
 #   SWEEP_PLAN=almudevar-ortega-v1   SWEEP_ONLY='*/dsprites/*'   SWEEP_JOBS=$PACK   SWEEP_PRECISION=fp32
 #   SWEEP_CAP=480 (the sweep step's timeout, s; the last SWEEP_COLLECT_S=25 of it collect what finished)
+#   SWEEP_MPS=1       the sweep's jobs share the GPU through the CUDA MPS daemon (started and stopped around
+#                     the step; without it where it cannot start, and the summary says why)
 #   TESTS_CAP=110 (the tests step's timeout, s)
 #   MIN_STEPS=500     steps of each minimal run (default STEPS)    MIN_CAP=100   the minimal step's timeout (s)
 set -u
@@ -777,17 +779,22 @@ step_sweep() {
     [ "$DEVICE" = cuda ] && pack=(--pack "$PACK")  # a CPU dry run runs the jobs side by side instead
     if [ -z "${SWEEP_PLAN:-}" ]; then STATUS=SKIP; DETAIL="no SWEEP_PLAN given"; return; fi
     mkdir -p "$ref"
+    local mps_note=""
+    if [ "${SWEEP_MPS:-0}" = 1 ]; then  # the jobs share the GPU through MPS (1.4-2x the aggregate steps/s of plain processes in the pack step)
+        if mps_start; then mps_note="; under MPS"; else mps_note="; without MPS ($MPS_WHY)"; fi
+    fi
     gpu_sampler_start "$WORK/logs/gpu-sweep.csv"
     tmo $(( STEP_T - collect_s )) "$VPY" -m factorbench.benchmark.cli sweep "$SWEEP_PLAN" --dir "$dir" \
         ${SWEEP_ONLY:+--only "$SWEEP_ONLY"} --jobs "${SWEEP_JOBS:-$PACK}" ${pack[@]+"${pack[@]}"} --device "$DEVICE" \
         --precision "${SWEEP_PRECISION:-fp32}" --threads "$THREADS" > "$log" 2>&1
     rc=$?
     util=$(gpu_sampler_stop "$WORK/logs/gpu-sweep.csv")
+    [ -n "$mps_note" ] && mps_stop
     fb sweep "$SWEEP_PLAN" --dir "$dir" --status > "$WORK/logs/sweep-status.txt" 2>&1
     tmo $(( collect_s - 3 )) "$VPY" -m factorbench.benchmark.cli sweep "$SWEEP_PLAN" --dir "$dir" --collect "$ref" \
         >> "$log" 2>&1
     n=$(find "$ref" -name '*.json' | wc -l)
-    DETAIL="$SWEEP_PLAN ${SWEEP_ONLY:-(all)}: $(grep -m1 -E '^[0-9]+ jobs' "$WORK/logs/sweep-status.txt"); $n reference files in $ref$util"
+    DETAIL="$SWEEP_PLAN ${SWEEP_ONLY:-(all)}: $(grep -m1 -E '^[0-9]+ jobs' "$WORK/logs/sweep-status.txt"); $n reference files in $ref$util$mps_note"
     case $rc in 0) STATUS=OK ;; 124|137) STATUS=TIMEOUT ;; *) STATUS=FAIL; DETAIL="rc $rc: $DETAIL; $(tail -1 "$log")" ;; esac
 }
 
@@ -849,20 +856,35 @@ step_stream() {
     DETAIL="HDF5 read-ahead thread (memory_limit=0): ${DETAIL:-rc $rc: $(tail -1 "$log")}"
 }
 
-step_mps() {
+# mps_start: the CUDA MPS daemon for the processes started after it (its pipe and logs under $WORK/mps);
+# returns 1 where it cannot run, with the reason in MPS_WHY. mps_stop: the daemon ended (cleanup on exit too).
+# Both run in this shell (never in $(...)): the daemon's variables must reach the processes started later.
+MPS_WHY=""
+mps_start() {
+    MPS_WHY=""
     if [ "$DEVICE" != cuda ] || ! command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
-        STATUS=SKIP; DETAIL="no nvidia-cuda-mps-control (or DEVICE=cpu)"; return
+        MPS_WHY="no nvidia-cuda-mps-control (or DEVICE=cpu)"; return 1
     fi
     export CUDA_MPS_PIPE_DIRECTORY="$WORK/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$WORK/mps/log"
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
     if ! tmo 10 nvidia-cuda-mps-control -d > "$WORK/logs/mps.log" 2>&1; then
-        STATUS=FAIL; DETAIL="MPS daemon did not start: $(tail -1 "$WORK/logs/mps.log")"
-        unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; return
+        MPS_WHY="MPS daemon did not start: $(tail -1 "$WORK/logs/mps.log")"
+        unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; return 1
     fi
     MPS_UP=1
-    pack_runs pack-mps
-    echo quit | nvidia-cuda-mps-control >/dev/null 2>&1; MPS_UP=0
+}
+mps_stop() {
+    if [ "$MPS_UP" = 1 ]; then echo quit | nvidia-cuda-mps-control >/dev/null 2>&1; MPS_UP=0; fi
     unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+}
+
+step_mps() {
+    if ! mps_start; then
+        case $MPS_WHY in no\ nvidia*) STATUS=SKIP ;; *) STATUS=FAIL ;; esac
+        DETAIL=$MPS_WHY; return
+    fi
+    pack_runs pack-mps
+    mps_stop
     DETAIL="under MPS: $DETAIL"
 }
 
