@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from factorbench.benchmark.environment import cpu_model_name
 from factorbench.generators import get, list_datasets
 from factorbench.generators.params import parse_param_assignments
 
@@ -53,16 +53,6 @@ else:
     write_dataset(gen, out, progress=False, shard=shard or None)
 print(time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 """
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def measure(name: str, params: dict[str, str], repeats: int, workdir: Path, mode: str = "dataset",
@@ -112,7 +102,7 @@ def main() -> None:
                 *_, shard_rss = measure(name, params, 1, Path(tmp), shard="0/16")
                 line += f" {rss / shard_rss:>9.2f}"
             print(line, flush=True)
-    print(f"({cpu_model()}, {os.cpu_count()} cores, repeats {args.repeats}"
+    print(f"({cpu_model_name()}, {os.cpu_count()} cores, repeats {args.repeats}"
           + (f", params {params}" if params else "") + ")")
 
 

@@ -14,7 +14,6 @@ Run from the repository root (the dataset is generated into the data cache first
 from __future__ import annotations
 
 import argparse
-import platform
 import time
 
 import h5py
@@ -22,16 +21,7 @@ import numpy as np
 
 from factorbench.baselines.data import resolve_dataset
 from factorbench.benchmark.dataset import GATHER_RUN_ROWS, _gather_rows
-
-
-def _cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+from factorbench.benchmark.environment import cpu_model_name
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             timings[label] = time.perf_counter() - start
     before, after = timings.values()
     same = np.array_equal(*arrays.values())
-    print(f"{args.dataset}: {n:,} rows of {path.name} ({chunk} row(s) a chunk), {_cpu_model()}")
+    print(f"{args.dataset}: {n:,} rows of {path.name} ({chunk} row(s) a chunk), {cpu_model_name()}")
     for label, seconds in timings.items():
         print(f"  {label:<34} {seconds:8.1f} s  ({n / seconds:,.0f} rows/s)")
     print(f"  ratio (before / now): {before / after:.2f}x; arrays equal: {same}")
