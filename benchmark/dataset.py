@@ -51,8 +51,9 @@ def _gather_rows(ds: h5py.Dataset, rows: np.ndarray, run_rows: int = GATHER_RUN_
     h5py's own fancy indexing on chunked data costs about 1 ms per row (about 90 ms per batch of 64,
     whatever the chunking); slicing chunk by chunk reads a random batch of 64 in 2-3 ms with one image
     per chunk (``python tests/perf/bench_storage.py``). A whole split read chunk by chunk paid h5py's call
-    overhead per image (dSprites' 737,280 images: 93 s on one core of the AMD EPYC); runs of chunks are
-    read with one call each (about 35 s), leaving only HDF5's own per-chunk cost.
+    overhead per image (dSprites' 737,280 images: 85 s on one core of the AMD EPYC); runs of chunks are
+    read with one call each (40 s, ``python tests/perf/bench_split_load.py``), leaving HDF5's own
+    per-chunk cost.
     """
     out = np.empty((len(rows), *ds.shape[1:]), dtype=ds.dtype)
     if len(rows) == 0:
