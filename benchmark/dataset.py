@@ -40,19 +40,27 @@ def _rows_of(key: Index, n: int) -> np.ndarray | slice | int:
     return np.where(arr < 0, arr + n, arr)
 
 
-#: the most rows one slice of :func:`_gather_rows` reads where the rows asked for run on without a gap
-GATHER_RUN_ROWS = 4096
+#: the most bytes one slice of :func:`_gather_rows` reads where the rows asked for run on without a gap
+GATHER_RUN_BYTES = 32 * 2**20
 
 
-def _gather_rows(ds: h5py.Dataset, rows: np.ndarray, run_rows: int = GATHER_RUN_ROWS) -> np.ndarray:
+def gather_run_rows(ds: h5py.Dataset) -> int:
+    """Rows of ``ds`` in :data:`GATHER_RUN_BYTES` (at least one): the most one slice of a run reads, so that a
+    run's temporary block stays small whatever the image size (8,192 rows of dSprites, 170 of 256 x 256 x 3)."""
+    row_bytes = int(np.prod(ds.shape[1:], dtype=np.int64)) * np.dtype(ds.dtype).itemsize
+    return max(1, GATHER_RUN_BYTES // max(1, row_bytes))
+
+
+def _gather_rows(ds: h5py.Dataset, rows: np.ndarray, run_rows: int | None = None) -> np.ndarray:
     """Rows in any order (repeats allowed), reading each needed chunk once, with one slice per run of
-    consecutive needed chunks (at most ``run_rows`` rows a slice, within blocks aligned to it).
+    consecutive needed chunks (at most ``run_rows`` rows a slice, default :func:`gather_run_rows`, within
+    blocks aligned to it).
 
     h5py's own fancy indexing on chunked data costs about 1 ms per row (about 90 ms per batch of 64,
     whatever the chunking); slicing chunk by chunk reads a random batch of 64 in 2-3 ms with one image
     per chunk (``python tests/perf/bench_storage.py``). A whole split read chunk by chunk paid h5py's call
     overhead per image (dSprites' 737,280 images: 85 s on one core of the AMD EPYC); runs of chunks are
-    read with one call each (40 s, ``python tests/perf/bench_split_load.py``), leaving HDF5's own
+    read with one call each (40-43 s, ``python tests/perf/bench_split_load.py``), leaving HDF5's own
     per-chunk cost.
     """
     out = np.empty((len(rows), *ds.shape[1:]), dtype=ds.dtype)
@@ -62,7 +70,7 @@ def _gather_rows(ds: h5py.Dataset, rows: np.ndarray, run_rows: int = GATHER_RUN_
     sorted_rows = rows[order]
     chunk = ds.chunks[0] if ds.chunks else len(ds)
     chunk_ids = sorted_rows // chunk
-    blocks = chunk_ids // max(1, run_rows // chunk)
+    blocks = chunk_ids // max(1, (run_rows or gather_run_rows(ds)) // chunk)
     # a new slice where a needed chunk does not follow the last one read, or a new aligned block begins
     cuts = np.flatnonzero((np.diff(chunk_ids) > 1) | (np.diff(blocks) != 0)) + 1
     for group in np.split(np.arange(len(sorted_rows)), cuts):

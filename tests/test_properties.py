@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factorbench.benchmark.dataset import _gather_rows
+from factorbench.benchmark.dataset import GATHER_RUN_BYTES, _gather_rows, gather_run_rows
 from factorbench.generators import Shard
 from factorbench.generators.square import periodic_coverage
 
@@ -47,6 +47,11 @@ def test_a_run_of_rows_is_read_with_one_slice_per_block():
     out = _gather_rows(Recorder(), np.r_[0:20, 30, 32, 33], run_rows=8)
     assert reads == [(0, 8), (8, 16), (16, 20), (30, 31), (32, 34)]
     assert np.array_equal(out[:, 0], np.r_[0:20, 30, 32, 33])
+    # by default a slice holds at most GATHER_RUN_BYTES of rows, and at least one row
+    for shape, rows in [((9, 64, 64, 1), 8192), ((9, 256, 256, 3), 170), ((9, 4096, 4096, 3), 1)]:
+        Recorder.shape = shape
+        assert gather_run_rows(Recorder()) == rows
+        assert rows == 1 or rows * np.prod(shape[1:]) <= GATHER_RUN_BYTES < (rows + 1) * np.prod(shape[1:])
 
 
 @given(start=st.floats(-1000, 1000, allow_nan=False), length=st.floats(0.5, 63.5))

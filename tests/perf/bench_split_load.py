@@ -1,6 +1,6 @@
 """Time loading a whole split of a dataset file into memory, as training does for a split that fits
 (``baselines.data.TrainingData``): the reader's ``_gather_rows`` with one slice per run of consecutive
-chunks (the default, at most ``GATHER_RUN_ROWS`` rows a slice) against one slice per chunk (how it read
+chunks (the default, at most ``GATHER_RUN_BYTES`` a slice) against one slice per chunk (how it read
 before; ``run_rows`` = the chunk's rows), both in this process, on the same rows. The two arrays must be
 equal; the script prints both times and their ratio.
 
@@ -20,7 +20,7 @@ import h5py
 import numpy as np
 
 from factorbench.baselines.data import resolve_dataset
-from factorbench.benchmark.dataset import GATHER_RUN_ROWS, _gather_rows
+from factorbench.benchmark.dataset import _gather_rows, gather_run_rows
 from factorbench.benchmark.environment import cpu_model_name
 
 
@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         chunk = images.chunks[0] if images.chunks else n
         timings = {}
         arrays = {}
-        for label, run_rows in (("one slice per chunk (before)", chunk), (f"runs of chunks (<= {GATHER_RUN_ROWS} rows)",
-                                                                         GATHER_RUN_ROWS)):
+        runs = gather_run_rows(images)
+        for label, run_rows in (("one slice per chunk (before)", chunk), (f"runs of chunks (<= {runs} rows)", runs)):
             start = time.perf_counter()
             arrays[label] = _gather_rows(images, rows, run_rows=run_rows)
             timings[label] = time.perf_counter() - start
