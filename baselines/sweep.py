@@ -159,10 +159,21 @@ def _result_state(sweep_dir: Path, job: Job, protocol: str) -> str:
     return _mismatch(data, job, protocol) or "done"
 
 
+def _finished_result(sweep_dir: Path, job: Job, protocol: str) -> Any:
+    """The job's result under ``protocol`` where it is done (:func:`_result_state`), else None; read once."""
+    data = _read_json(result_path(Path(sweep_dir), protocol, job))
+    return data if data is not None and not _mismatch(data, job, protocol) else None
+
+
+def _weights_of(result: Any) -> Any:
+    """The ``weights_sha256`` a result scored (None where it records none)."""
+    return ((result or {}).get("training") or {}).get("weights_sha256")
+
+
 def _scored_weights(sweep_dir: Path, job: Job) -> set[Any]:
     """The ``weights_sha256`` of the job's finished results (one value when its protocols score one run)."""
-    return {((_read_json(result_path(Path(sweep_dir), p, job)) or {}).get("training") or {}).get("weights_sha256")
-            for p in job.protocols if _result_state(Path(sweep_dir), job, p) == "done"}
+    finished = (_finished_result(sweep_dir, job, p) for p in job.protocols)
+    return {_weights_of(result) for result in finished if result is not None}
 
 
 def job_done(job: Job, sweep_dir: Path) -> bool:
@@ -445,8 +456,9 @@ def _train_and_evaluate(job: Job, sweep_dir: Path, plan: Plan, options: SweepOpt
         out = result_path(sweep_dir, protocol, job)
         for stale in temporaries_of(out):  # left by a process killed while writing
             stale.unlink(missing_ok=True)
-        if _result_state(sweep_dir, job, protocol) == "done":
-            scored = ((_read_json(out) or {}).get("training") or {}).get("weights_sha256")
+        finished = _finished_result(sweep_dir, job, protocol)
+        if finished is not None:
+            scored = _weights_of(finished)
             if scored == weights:
                 continue
             # e.g. restored from another machine while a protocol added to the plan trained the job again: a
@@ -1207,8 +1219,8 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
     for (protocol, name), jobs in groups.items():
         runs, seeds, missing = [], [], []
         for job in jobs:
-            if _result_state(sweep_dir, job, protocol) == "done":
-                run = _read_json(result_path(sweep_dir, protocol, job))
+            run = _finished_result(sweep_dir, job, protocol)
+            if run is not None:
                 other = _other_images(run, result_path(sweep_dir, protocol, job))
                 if other:
                     echo(f"left out {job.id} under {protocol}: {other}")
@@ -1321,7 +1333,7 @@ def restore(plan: Plan, sweep_dir: str | os.PathLike | None = None, source: str 
                 echo(f"{target}, run {i} ({job.id}): stale, {why}; left out")
                 continue
             state = _result_state(sweep_dir, job, protocol)
-            weights = (run.get("training") or {}).get("weights_sha256")
+            weights = _weights_of(run)
             others = _scored_weights(sweep_dir, job) - {weights}
             if others:
                 # a job's protocols score one set of weights: a run of other weights would ship beside them

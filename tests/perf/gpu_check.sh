@@ -166,7 +166,7 @@ gpu_sampler_stop() {  # prints " gpu util mean/max %, mem max MiB" from $1
 MPS_UP=0
 cleanup() {
     [ -n "$GPU_SAMPLER_PID" ] && kill "$GPU_SAMPLER_PID" 2>/dev/null
-    if [ "$MPS_UP" = 1 ]; then echo quit | nvidia-cuda-mps-control >/dev/null 2>&1; MPS_UP=0; fi
+    mps_stop  # defined below, with mps_start
 }
 print_summary() {
     cleanup
