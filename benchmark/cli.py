@@ -401,6 +401,10 @@ def _leaderboard(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-plots", action="store_true", help="leave out the plots (faster)")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
                    help="processes that draw the plots (default: every usable core)")
+    p.add_argument("--plot-cache", metavar="DIR", default=None, help="a folder of the plots drawn by earlier "
+                   "builds, reused where a result is unchanged (default: leaderboard-plots in the data cache, "
+                   "$FACTORBENCH_DATA or ~/.cache/factorbench)")
+    p.add_argument("--no-plot-cache", action="store_true", help="draw every plot, and keep none")
     p.add_argument("--force", action="store_true", help="replace a site written before")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -408,12 +412,17 @@ def _leaderboard(p: argparse.ArgumentParser) -> None:
         from tqdm.auto import tqdm
 
         from .leaderboard import build_site
+        from .plot_cache import default_plot_cache
+
+        if args.no_plot_cache and args.plot_cache:
+            raise FactorbenchError("--plot-cache and --no-plot-cache contradict each other; give one")
+        cache = None if args.no_plot_cache else (args.plot_cache or default_plot_cache())
 
         def progress(items: Any) -> Any:
             return tqdm(items, desc="model pages", unit="page", disable=True if args.quiet else None)
 
         out = build_site(args.out, args.protocol, reference_dir=args.dir, plots=not args.no_plots, force=args.force,
-                         progress=progress, add=args.add, jobs=args.jobs)
+                         progress=progress, add=args.add, jobs=args.jobs, plot_cache=cache)
         print(f"wrote {out}/index.html")
         return 0
     p.set_defaults(run=run)
@@ -429,11 +438,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse has printed the usage error (or --help, --version): its status
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    import signal
+    import threading
+
+    # SIGTERM (kill, a scheduler's stop) ends a command as Ctrl-C does, so that the same clean-up runs (no
+    # staging folder or temporary file left behind); train and sweep install their own handler while they run
+    previous = None
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _run(args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return args.run(args)
     except FactorbenchError as exc:

@@ -430,12 +430,14 @@ def _added_by_protocol(add: Sequence[str | os.PathLike]) -> dict[str, list[Path]
     return grouped
 
 
-def _plot_first_run(task: tuple[EvaluationResult, Path]) -> list[Path]:
-    """The plots of a model page (a worker's task: top-level, so that it pickles)."""
+def _plot_first_run(task: tuple[EvaluationResult, Path, Path | None]) -> list[Path]:
+    """The plots of a model page, drawn or taken from the plot cache (a worker's task: top-level, so that
+    it pickles)."""
+    from .plot_cache import plots_through_cache
     from .plots import plot_result
 
-    run, target = task
-    return plot_result(run, target)
+    run, target, cache = task
+    return plots_through_cache(run, target, cache, plot_result)
 
 
 class _Sized:
@@ -451,7 +453,7 @@ class _Sized:
         return self._n
 
 
-def _draw_plots(tasks: Sequence[tuple[EvaluationResult, Path]], jobs: int,
+def _draw_plots(tasks: Sequence[tuple[EvaluationResult, Path, Path | None]], jobs: int,
                 progress: Callable[[Iterable[Any]], Iterable[Any]] | None) -> list[list[Path]]:
     """Every task's plots, in order, drawn by ``jobs`` processes (in this one for 1): the same files either
     way, since each plot is drawn alone."""
@@ -475,13 +477,15 @@ def _draw_plots(tasks: Sequence[tuple[EvaluationResult, Path]], jobs: int,
 def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *,
                reference_dir: str | os.PathLike | None = None, plots: bool = True, force: bool = False,
                progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
-               add: Sequence[str | os.PathLike] = (), jobs: int | None = None) -> Path:
+               add: Sequence[str | os.PathLike] = (), jobs: int | None = None,
+               plot_cache: str | os.PathLike | None = None) -> Path:
     """Write the site into ``out`` (see the module docstring); returns ``out``. ``protocols``: names
     (default every protocol with a reference folder, and those of ``add``); ``reference_dir``: the folder
     of ``<protocol>/<model>.json`` files (default the package's); ``add``: the user's result files, shown
     beside the reference rows of their protocols and marked as added; ``jobs``: processes drawing the
-    plots (default every usable core); ``progress`` wraps the model pages. Every input is checked, and
-    every table built, before anything is written."""
+    plots (default every usable core); ``plot_cache``: a folder of plots drawn before
+    (:mod:`~factorbench.benchmark.plot_cache`; None draws every plot); ``progress`` wraps the model pages.
+    Every input is checked, and every table built, before anything is written."""
     from factorbench.generators.fileformat import package_version
 
     if jobs is not None and jobs < 1:
@@ -500,6 +504,9 @@ def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *
     for name in names:
         get_protocol(name)  # unknown names: a clear error before any work
     _check_out(out, force)
+    if plot_cache is not None and Path(plot_cache).exists() and not Path(plot_cache).is_dir():
+        raise FactorbenchError(f"the plot cache {plot_cache} is not a folder; name a folder (--plot-cache DIR) or "
+                               "draw without one (--no-plot-cache)")
     built: list[tuple[Protocol, ScoresTable, Mapping[str, list[EvaluationResult]]]] = []
     for name in names:
         protocol = get_protocol(name)
@@ -528,7 +535,8 @@ def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *
             (folder / "index.html").write_text(_protocol_page(protocol, table, version))
             pages += [(protocol, table, model, runs, folder, _file_name(model)) for model, runs in results.items()]
         if plots:
-            drawn = _draw_plots([(runs[0], folder / "plots" / page[:-len(".html")])
+            cache = None if plot_cache is None else Path(plot_cache)
+            drawn = _draw_plots([(runs[0], folder / "plots" / page[:-len(".html")], cache)
                                  for _, _, _, runs, folder, page in pages], jobs, progress)
         else:
             drawn = [[] for _ in (progress(pages) if progress is not None else pages)]

@@ -3,6 +3,7 @@ refused before anything is written, and the pages load in a real headless browse
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from html.parser import HTMLParser
@@ -169,6 +170,76 @@ def test_plots_drawn_by_several_processes_are_the_same_files(tmp_path, capsys, p
     assert not (tmp_path / "site0").exists()
     assert cli(["leaderboard", "--out", str(tmp_path / "site-cli"), "--jobs", "0", "--quiet"]) == 2
     assert "--jobs must be at least 1" in capsys.readouterr().err
+
+
+def _site_files(site: Path) -> dict:
+    return {p.relative_to(site): p.read_bytes() for p in sorted(site.rglob("*")) if p.is_file()}
+
+
+def test_a_site_built_again_takes_unchanged_plots_from_the_cache(tmp_path, monkeypatch, capsys, plotted_site):
+    """A second build with the same plot cache draws nothing and writes the same files; a cached file with
+    other bytes than recorded is drawn again (and the entry repaired); another result has another key."""
+    import factorbench.benchmark.plots as plots
+    from factorbench.benchmark.plot_cache import MANIFEST, plot_key
+    from factorbench.benchmark.results import load_result
+
+    reference, cache = plotted_site.parent / "reference", tmp_path / "cache"
+    first = build_site(tmp_path / "cold", ["square-lsbd-v1"], reference_dir=reference, jobs=1, plot_cache=cache)
+    assert _site_files(first) == _site_files(plotted_site)
+    entries = sorted(p for p in cache.iterdir())
+    assert len(entries) == len(PLOTTED_MODELS) and all((e / MANIFEST).is_file() for e in entries)
+    drawn = []
+    real = plots.plot_result
+    monkeypatch.setattr(plots, "plot_result", lambda run, target: drawn.append(run.model) or real(run, target))
+    warm = build_site(tmp_path / "warm", ["square-lsbd-v1"], reference_dir=reference, jobs=1, plot_cache=cache)
+    assert drawn == [] and _site_files(warm) == _site_files(plotted_site)
+    # a damaged cached file is not used: that model's plots are drawn again, the entry rewritten
+    pca = load_result(reference / "square-lsbd-v1" / "pca.json")
+    damaged = cache / plot_key(pca) / "square-lsbd-v1.mig.png"
+    good = damaged.read_bytes()
+    damaged.write_bytes(good[:100])
+    again = build_site(tmp_path / "again", ["square-lsbd-v1"], reference_dir=reference, jobs=1, plot_cache=cache)
+    assert drawn == ["pca"] and _site_files(again) == _site_files(plotted_site)
+    assert damaged.read_bytes() == good
+    assert not [p for p in cache.iterdir() if p.name.startswith(".")]  # no staging left behind
+    # the key follows the content
+    other = dataclasses.replace(pca, model="pca-2")
+    assert plot_key(other) != plot_key(pca) and plot_key(pca) == entries[[e.name for e in entries].index(
+        plot_key(pca))].name
+    # the command line: contradicting options and a cache that is a file are refused, exit 2
+    a_file = tmp_path / "cache.txt"
+    a_file.write_text("x")
+    assert cli(["leaderboard", "--out", str(tmp_path / "cli"), "--plot-cache", str(a_file), "--quiet"]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+    assert cli(["leaderboard", "--out", str(tmp_path / "cli"), "--plot-cache", str(cache), "--no-plot-cache",
+                "--quiet"]) == 2
+    assert "contradict" in capsys.readouterr().err
+    assert not (tmp_path / "cli").exists()
+
+
+def test_a_build_stopped_by_sigterm_leaves_nothing_behind(tmp_path):
+    """`kill` (SIGTERM) stops the command as Ctrl-C does: exit 130, no site, no staging folder, no cache
+    entry half written."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out, cache = tmp_path / "site", tmp_path / "cache"
+    proc = subprocess.Popen([sys.executable, "-m", "factorbench.benchmark.cli", "leaderboard", "--out", str(out),
+                             "--protocol", "square-lsbd-v1", "--jobs", "1", "--plot-cache", str(cache), "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".site.*/square-lsbd-v1/plots")) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert not out.exists() and not list(tmp_path.glob(".site.*"))
+    entries = list(cache.iterdir()) if cache.exists() else []
+    assert all(not e.name.startswith(".") and (e / "files.json").is_file() for e in entries)
 
 
 def test_bad_output_folders_are_refused_before_anything_is_written(tmp_path, capsys):
