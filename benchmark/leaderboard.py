@@ -1,6 +1,7 @@
 """The leaderboard: a static HTML site of the reference score tables, with each number's provenance.
 
     factorbench leaderboard --out site/ [--protocol NAME ...] [--no-plots] [--jobs N] [--force]
+                            [--plot-cache DIR | --no-plot-cache]
 
 Pages (plain HTML and CSS; a few lines of inline JavaScript only sort the tables, which read the same
 without it):
@@ -14,7 +15,9 @@ without it):
 - ``metrics.html``: METRICS.md, one anchored section per metric family;
 - ``<protocol>/<model>.html``: every run of the model (seed by seed), its provenance (model config and
   its hash, plan and plan hash, training data hashes, budget, device, wall time, the hashes of the data
-  the evaluation read) and the plots ``evaluate --plots`` draws, for its first run.
+  the evaluation read) and the plots ``evaluate --plots`` draws, for its first run. A plot cache
+  (:mod:`~factorbench.benchmark.plot_cache`, by default in the data cache) keeps every plot drawn, keyed by
+  the result's content, so a build after a new row draws only that row's plots.
 
 The tables are :func:`factorbench.benchmark.results.scores_table`: a stale or edited result stops the
 build with the same error ``factorbench scores`` gives. The site is written to a temporary folder and
