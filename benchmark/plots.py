@@ -254,15 +254,6 @@ def plot_result(result: Any, directory: str | os.PathLike, *, force: bool = Fals
     names = list(result.dataset.get("factor_names", []))
     for path, (label, entry) in zip(paths, entries):
         fig = PLOTTERS[entry["metric"]](entry["result"], label, names)
-        _lay_out_once(fig)
+        fig.tight_layout()
         save_figure(fig, path, dpi=100)
     return paths
-
-
-def _lay_out_once(fig: Figure) -> None:
-    """Tight layout, computed once. ``Figure.tight_layout`` leaves a placeholder layout engine on the figure,
-    and ``savefig`` draws a figure with any engine once more without rendering before it draws it (every
-    text's extent measured again: about a fifth of a plot's time); without the engine it draws once, and
-    the pixels are the same (``tests/perf/bench_plots.py`` compares the bytes)."""
-    fig.tight_layout()
-    fig.set_layout_engine(None)

@@ -131,32 +131,3 @@ def test_plot_files_are_kept_unless_forced(results, tmp_path):
     plot_result(result, tmp_path, force=True)
     assert paths[0].read_bytes()[:4] == b"\x89PNG" and paths[1].exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p-v1.irs.png", "p-v1.mig.png"]
-
-
-@pytest.mark.parametrize("name", ["mig", "minimality_sufficiency"])
-def test_a_plot_is_laid_out_once_and_saved_with_the_same_pixels(results, name, tmp_path):
-    """``plot_result`` leaves no layout engine on a figure, so ``savefig`` draws it once; the bytes equal those
-    of a figure that kept ``tight_layout``'s placeholder engine (which ``savefig`` draws twice)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    from factorbench.benchmark.plots import _lay_out_once
-
-    saved = {}
-    for once in (True, False):
-        fig = PLOTTERS[name](results[name], name, NAMES)
-        if once:
-            _lay_out_once(fig)
-            assert fig.get_layout_engine() is None
-        else:
-            fig.tight_layout()
-            assert fig.get_layout_engine() is not None
-        draws, real = [], FigureCanvasAgg.draw
-        FigureCanvasAgg.draw = lambda canvas, *a, **k: draws.append(1) or real(canvas, *a, **k)
-        try:
-            fig.savefig(tmp_path / f"{once}.png", dpi=100)
-        finally:
-            FigureCanvasAgg.draw = real
-            fig.clf()
-        saved[once] = ((tmp_path / f"{once}.png").read_bytes(), len(draws))
-    assert saved[True][0] == saved[False][0]
-    assert saved[True][1] == 1 < saved[False][1]
