@@ -13,6 +13,7 @@ the entry replaced. Default location: ``<data cache>/leaderboard-plots``
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -42,19 +43,24 @@ def _sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def plot_key(result: Any) -> str:
-    """The cache key of ``result``'s plots: sha256 over the result's checksum, the plotting module's source
-    and the versions of the libraries that draw and encode the PNGs."""
+@functools.lru_cache(maxsize=1)
+def _drawing() -> dict[str, str]:
+    """What besides the result decides the files' bytes, the same for every result of a process: the
+    plotting module's source and the versions of the libraries that draw and encode the PNGs."""
     import matplotlib
     import numpy
     import PIL
 
     from . import plots
 
-    return sha256_text(canonical_json({
-        "result": result.checksum(), "plots": _sha256_file(Path(plots.__file__)),
-        "matplotlib": matplotlib.__version__, "pillow": PIL.__version__, "zlib": zlib.ZLIB_RUNTIME_VERSION,
-        "numpy": numpy.__version__}))
+    return {"plots": _sha256_file(Path(plots.__file__)), "matplotlib": matplotlib.__version__,
+            "pillow": PIL.__version__, "zlib": zlib.ZLIB_RUNTIME_VERSION, "numpy": numpy.__version__}
+
+
+def plot_key(result: Any) -> str:
+    """The cache key of ``result``'s plots: sha256 over the result's checksum, the plotting module's source
+    and the versions of the libraries that draw and encode the PNGs."""
+    return sha256_text(canonical_json({"result": result.checksum(), **_drawing()}))
 
 
 def cached_plots(cache: str | os.PathLike, key: str, target: str | os.PathLike) -> list[Path] | None:
