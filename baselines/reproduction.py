@@ -184,14 +184,19 @@ def _do_tran_section(sources: "_Sources") -> str:
     (:mod:`factorbench.benchmark.experiments.do_tran_comparison`)."""
     from factorbench.benchmark.experiments import do_tran_comparison as dt
 
-    settings = dt.settings_of(sources.protocol(dt.PROTOCOL), dt.PLAN)
+    pending = sources.pending(dt.PLAN, dt.PROTOCOL)
+    settings = dt.settings_of(dt.results_with_pending(sources.protocol(dt.PROTOCOL), pending), dt.PLAN)
     return "\n".join([
         "### dSprites (Do & Tran Figures 5-8)", "",
         f"Protocol `{dt.PROTOCOL}`, the encoders of `{dt.PLAN}` (FactorVAE gamma 10-100, beta-VAE beta 1-50, the AAE; "
-        f"four seeds each). `python -m factorbench.benchmark.experiments.do_tran_comparison` prints it and "
-        "`--plot DIR` draws the figures; the module states how each claim is read. Their Figure 6 uses lasso "
+        "four seeds each), with the finished seeds of entries not yet complete (`baselines/pending/"
+        f"{dt.PLAN}/`, marked pending: the plan trains every entry's seed 0 first). "
+        "`python -m factorbench.benchmark.experiments.do_tran_comparison --pending` prints it and "
+        "`--plot DIR` draws the figures; the module states how each claim is read. A claim on setting means "
+        f"counts only settings with at least {dt.MIN_RUNS} runs; a claim across runs (Figures 5c and 6) can be "
+        "judged on one seed per setting. Their Figure 6 uses lasso "
         "classifiers without the shape factor; `dsprites-dci-v1` uses forest regressors on all five factors.", "",
-        dt.format_report(settings, dt.check_claims(settings)).rstrip()])
+        dt.format_report(settings, dt.check_claims(settings), pending=set(pending)).rstrip()])
 
 
 #: the plans whose dSprites encoders the IRS table lists, and the scalars beside IRS
@@ -205,10 +210,16 @@ def _irs_section(sources: "_Sources", protocol: str = "dsprites-dci-v1") -> str:
     FactorVAE score, with the Spearman correlation of each with IRS across the encoders."""
     from factorbench.benchmark.experiments.metric_meta_evaluation import population_of, runs_of_plan, spearman
 
-    rows = list(population_of(runs_of_plan(dict(sorted(sources.protocol(protocol).items())), *IRS_PLANS)).items())
+    from factorbench.benchmark.experiments.do_tran_comparison import results_with_pending
+
+    pending = {model: runs for plan in IRS_PLANS for model, runs in sources.pending(plan, protocol).items()}
+    results = results_with_pending(sources.protocol(protocol), pending)
+    rows = [(f"{name} (pending)" if name.rsplit("/", 1)[0] in pending else name, scalars) for name, scalars
+            in population_of(runs_of_plan(dict(sorted(results.items())), *IRS_PLANS)).items()]
     lines = ["### dSprites: IRS (Suter et al.)", "",
              f"Protocol `{protocol}`, every collected encoder of " + " and ".join(f"`{p}`" for p in IRS_PLANS)
-             + ". Suter et al.'s appendix reports no IRS numbers to set beside these (its figures are importance "
+             + ", with the finished seeds of entries not yet complete (marked pending, as above). Suter et al.'s "
+             "appendix reports no IRS numbers to set beside these (its figures are importance "
              "matrices and interventional plots); the last row is each metric's Spearman correlation with IRS "
              "across the encoders.", ""]
     if not rows:
@@ -370,6 +381,18 @@ class _Sources:
             folder = self.reference_dir / protocol if self.reference_dir is not None else None
             self._results[protocol] = reference_results(protocol, folder) if folder is None or folder.is_dir() else {}
         return self._results[protocol]
+
+    def pending(self, plan: str, protocol: str) -> Mapping[str, Sequence[EvaluationResult]]:
+        """The validated finished seeds of ``plan``'s entries not yet complete, under ``protocol`` (this
+        checkout's ``baselines/pending/<plan>/<protocol>``, as the replicates are read from the checkout;
+        none where it is missing), read once."""
+        from factorbench.benchmark.experiments.do_tran_comparison import pending_dir
+
+        key = f"pending:{plan}:{protocol}"
+        if key not in self._results:
+            folder = pending_dir(plan, protocol)
+            self._results[key] = reference_results(protocol, folder) if folder.is_dir() else {}
+        return self._results[key]
 
     def meta(self, protocol: str) -> Any:
         """The meta-evaluation of the :data:`META_COMPARISONS` entry of ``protocol`` (None with fewer than 3

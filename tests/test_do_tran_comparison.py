@@ -13,7 +13,7 @@ from scipy.stats import mannwhitneyu, spearmanr
 
 from factorbench.benchmark.experiments.do_tran_comparison import (DIRECTIONS, Setting, check_claims, format_report,
                                                                    main, mean_and_stderr, parse_entry, plot_figures,
-                                                                   separation_auc, settings_of)
+                                                                   results_with_pending, separation_auc, settings_of)
 from factorbench.generators.errors import FactorbenchError
 
 JEMMIG, RMIG, D, C, I = ("do_tran.jemmig", "do_tran.rmig", "dci.disentanglement", "dci.completeness",
@@ -289,3 +289,47 @@ def test_the_command_on_collected_runs(capsys, tmp_path, monkeypatch):
     assert seen == [("dsprites-dci-v1", None, ["mine.json"])]
     assert "10 settings of plan `do-tran-v1`, 40 runs" in out and out.count(": reproduced. ") == 7
     assert f"wrote {tmp_path / 'figures' / 'fig8.png'}" in out
+
+
+def test_pending_seeds_join_the_report_marked_and_never_twice():
+    """Seeds of entries not yet complete are added to the collected results and marked in the table; an
+    entry found complete and pending at once is refused."""
+    settings = _population(runs=1)
+    pending = {settings[0].model, settings[4].model}
+    report = format_report(settings, check_claims(settings), pending=pending)
+    assert "10 runs (mean ± standard error over each setting's runs); 2 of the runs, in 2 settings marked pending" in report
+    assert "| factor-vae | gamma = 10 | 1, pending | 0.5" in report and "| beta-vae | beta = 1 | 1, pending | 0.9" in report
+    assert "| factor-vae | gamma = 20 | 1 | 0." in report and report.count(", pending |") == 2
+    assert "pending" not in format_report(settings, check_claims(settings))
+    assert results_with_pending({"a": [1]}, {"b": [2, 3]}) == {"a": [1], "b": [2, 3]}
+    with pytest.raises(FactorbenchError, match="^a: in the results and among the pending seeds"):
+        results_with_pending({"a": [1], "c": [4]}, {"a": [2]})
+
+
+def test_the_command_reads_pending_seeds(capsys, tmp_path, monkeypatch):
+    """``--pending DIR`` reads DIR beside the collected results; bare ``--pending`` reads the checkout's
+    folder of the plan, which may not exist yet; a missing DIR is a user error before any work."""
+    import factorbench.benchmark.experiments.do_tran_comparison as module
+    import factorbench.benchmark.results as results_module
+
+    assert module.pending_dir().parts[-4:] == ("baselines", "pending", "do-tran-v1", "dsprites-dci-v1")
+
+    def as_runs(setting: Setting) -> list[SimpleNamespace]:
+        return [SimpleNamespace(training={"sweep": {"plan": "do-tran-v1", "seed": 0}}, directions=dict(DIRECTIONS),
+                                scalars=lambda: {k: v[0] for k, v in setting.values.items()})]
+
+    population = {s.model: as_runs(s) for s in _population(runs=1)}
+    models = sorted(population)
+    folders = {None: {m: population[m] for m in models[:6]}, str(tmp_path): {m: population[m] for m in models[6:]}}
+    monkeypatch.setattr(results_module, "reference_results",
+                        lambda protocol, directory=None, add=(): folders[None if directory is None else str(directory)])
+    assert main(["--pending", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "10 settings of plan `do-tran-v1`, 10 runs" in out and out.count(", pending |") == 4
+    assert main([]) == 0 and "6 settings of plan `do-tran-v1`, 6 runs" in capsys.readouterr().out
+    monkeypatch.setattr(module, "pending_dir", lambda plan=module.PLAN, protocol=module.PROTOCOL: tmp_path / "none")
+    assert main(["--pending"]) == 0 and ", pending |" not in capsys.readouterr().out
+    monkeypatch.setattr(module, "pending_dir", lambda plan=module.PLAN, protocol=module.PROTOCOL: tmp_path)
+    assert main(["--pending"]) == 0 and capsys.readouterr().out.count(", pending |") == 4
+    assert main(["--pending", str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err == f"error: --pending {tmp_path / 'missing'}: no such folder\n"

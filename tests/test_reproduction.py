@@ -218,15 +218,26 @@ def test_a_budget_variant_is_compared_with_the_row_it_varies():
 
 
 def test_the_irs_table_lists_the_plans_dsprites_encoders_only():
+    """Every shipped dSprites encoder of the plans, and every seed of their pending entries, marked."""
     from factorbench.baselines.reproduction import IRS_PLANS, _irs_section, _Sources
+    from factorbench.benchmark.experiments.do_tran_comparison import pending_dir
     from factorbench.benchmark.results import reference_results
 
     text = _irs_section(_Sources(None))
-    runs = [r for rs in reference_results("dsprites-dci-v1").values() for r in rs
-            if ((r.training or {}).get("sweep") or {}).get("plan") in IRS_PLANS]
+
+    def of_plans(results):
+        return [(model, r) for model, rs in results.items() for r in rs
+                if ((r.training or {}).get("sweep") or {}).get("plan") in IRS_PLANS]
+
+    runs = of_plans(reference_results("dsprites-dci-v1"))
+    pending = [(model, r) for plan in IRS_PLANS if pending_dir(plan).is_dir()
+               for model, r in of_plans(reference_results("dsprites-dci-v1", pending_dir(plan)))]
     rows = [line for line in text.splitlines() if line.startswith("| ") and "/seed" in line]
-    assert len(rows) == len(runs) >= 3 and not any(line.startswith("| pca") for line in text.splitlines())
-    assert f"| Spearman rho with IRS ({len(runs)} encoders) | 1.00 |" in text
+    assert len(rows) == len(runs) + len(pending) and len(runs) >= 3
+    assert not any(line.startswith("| pca") for line in text.splitlines())
+    assert sorted(line.split(" | ")[0][2:] for line in rows if "(pending)" in line) == sorted(
+        f"{model}/seed{r.training['sweep']['seed']} (pending)" for model, r in pending)
+    assert f"| Spearman rho with IRS ({len(rows)} encoders) | 1.00 |" in text
     empty = _irs_section(_Sources(None), "square-lsbd-v1")  # no encoder of these plans there
     assert empty.endswith("No encoder of these plans is collected yet.")
 

@@ -14,6 +14,11 @@ is collected, and says "too few runs" where the subset cannot decide it.
     python -m factorbench.benchmark.experiments.do_tran_comparison
     python -m factorbench.benchmark.experiments.do_tran_comparison --add mine.json --plot figures/
     python -m factorbench.benchmark.experiments.do_tran_comparison --dir results/dsprites-dci-v1
+    python -m factorbench.benchmark.experiments.do_tran_comparison --pending
+
+``--pending`` adds the finished seeds of entries not yet complete, which ``factorbench sweep do-tran-v1
+--collect --pending baselines/pending/do-tran-v1`` keeps outside every table (:func:`pending_dir`); the
+report marks their settings as pending.
 
 Thresholds (this module's reading of the paper's words; the paper prints no numbers for them):
 
@@ -44,7 +49,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,7 +62,8 @@ from factorbench.generators.outputs import check_new_files, check_output_dir, sa
 
 __all__ = ["AUC_DOES_NOT_SEPARATE", "AUC_SEPARATES", "Claim", "FIGURES", "HIGH_BETA", "MIN_RUNS", "MIN_SETTINGS", "PLAN",
            "PROTOCOL", "RHO_AGREE", "RHO_BETA", "RHO_CORRELATED", "Setting", "check_claims", "format_report",
-           "main", "mean_and_stderr", "parse_entry", "plot_figures", "separation_auc", "settings_of"]
+           "main", "mean_and_stderr", "parse_entry", "pending_dir", "plot_figures", "results_with_pending",
+           "separation_auc", "settings_of"]
 
 PLAN = "do-tran-v1"
 PROTOCOL = "dsprites-dci-v1"
@@ -98,6 +104,28 @@ def parse_entry(name: str) -> tuple[str, str, float]:
         raise FactorbenchError(f"entry {name!r} is not named <family>.<hyperparameter>-<value> (e.g. "
                                "factor-vae.gamma-10), so its setting cannot be read from its name")
     return match["family"], match["hyper"], float(match["value"])
+
+
+def pending_dir(plan: str = PLAN, protocol: str = PROTOCOL) -> Path:
+    """``baselines/pending/<plan>/<protocol>``: where this checkout keeps the finished seeds of the plan's
+    entries that are not yet complete (``factorbench sweep PLAN --collect --pending baselines/pending/PLAN``),
+    outside every table until an entry's last seed is in."""
+    import factorbench.baselines
+
+    return Path(factorbench.baselines.__file__).with_name("pending") / plan / protocol
+
+
+def results_with_pending(results: Mapping[str, Sequence[Any]], pending: Mapping[str, Sequence[Any]]
+                         ) -> dict[str, list[Any]]:
+    """``{model: [runs]}`` of both: the complete entries ``results`` and the ``pending`` seeds of entries not
+    yet complete. An entry in both is an error: ``--collect --pending`` removes a pending file once its entry
+    is complete, so a model in both means one of the two folders is stale."""
+    both = sorted(set(results) & set(pending))
+    if both:
+        raise FactorbenchError(f"{', '.join(both)}: in the results and among the pending seeds; an entry collected "
+                               "complete has no pending file (collect again with --collect --pending, which "
+                               "removes it)")
+    return {**{m: list(r) for m, r in results.items()}, **{m: list(r) for m, r in pending.items()}}
 
 
 def mean_and_stderr(values: Sequence[float]) -> tuple[float, float]:
@@ -431,15 +459,20 @@ def check_claims(settings: Sequence[Setting]) -> list[Claim]:
 
 # --- report and figures --------------------------------------------------------------------------------
 
-def format_report(settings: Sequence[Setting], claims: Sequence[Claim], plan: str = PLAN) -> str:
+def format_report(settings: Sequence[Setting], claims: Sequence[Claim], plan: str = PLAN,
+                  pending: Collection[str] = ()) -> str:
     """Markdown: a row per setting (mean ± standard error over its runs of every scalar of :data:`TABLE`),
-    then the claims with their verdicts; one sentence when no run of ``plan`` is collected."""
+    then the claims with their verdicts; one sentence when no run of ``plan`` is collected. ``pending``:
+    the models whose runs are seeds of entries not yet complete, marked "pending" in the runs column."""
     if not settings:
         return f"No run of plan `{plan}` is collected yet.\n"
     arrows = {"higher": " ↑", "lower": " ↓"}
     runs = sum(s.runs for s in settings)
-    out = [f"Do & Tran 2020 on dSprites: {len(settings)} settings of plan `{plan}`, {runs} runs "
-           "(mean ± standard error over each setting's runs)", ""]
+    waiting = [s for s in settings if s.model in pending]
+    of_them = (f"; {sum(s.runs for s in waiting)} of the runs, in {len(waiting)} settings marked pending, are finished "
+               "seeds of entries not yet complete, outside the reference tables" if waiting else "")
+    out = [f"Do & Tran 2020 on dSprites: {len(settings)} settings of plan `{plan}`, {runs} runs (mean ± standard "
+           f"error over each setting's runs){of_them}", ""]
     out.append("| family | hyperparameter | runs | " + " | ".join(
         label + arrows.get(_direction(settings, scalar), "") for scalar, label in TABLE.items()) + " |")
     out.append("|---|---|---|" + "---|" * len(TABLE))
@@ -448,7 +481,8 @@ def format_report(settings: Sequence[Setting], claims: Sequence[Claim], plan: st
         for scalar in TABLE:
             mean, se = mean_and_stderr(s.values.get(scalar, ()))
             cells.append("n/a" if math.isnan(mean) else f"{mean:.3f}" + ("" if math.isnan(se) else f" ± {se:.3f}"))
-        out.append(f"| {s.family} | {s.hyper_name} = {s.hyper_value:g} | {s.runs} | " + " | ".join(cells) + " |")
+        runs_cell = f"{s.runs}, pending" if s.model in pending else str(s.runs)
+        out.append(f"| {s.family} | {s.hyper_name} = {s.hyper_value:g} | {runs_cell} | " + " | ".join(cells) + " |")
     if claims:
         out += ["", "Claims (Do & Tran 2020, section 4):", ""]
         out += [f"- **{c.key}** (Figure {c.figure}): {c.verdict}. {c.statement} Evidence: {c.evidence}" for c in claims]
@@ -536,6 +570,9 @@ def main(argv: list[str] | None = None) -> int:
                                                     "(default: the shipped rows)")
     parser.add_argument("--add", action="append", default=[], metavar="JSON", help="more results (repeatable)")
     parser.add_argument("--plan", default=PLAN, help=f"the plan whose runs are compared (default {PLAN})")
+    parser.add_argument("--pending", metavar="DIR", nargs="?", const="", default=None,
+                        help="also the finished seeds of entries not yet complete, marked as pending: a folder of "
+                             f"<model>.json results (default: this checkout's baselines/pending/<plan>/{PROTOCOL})")
     parser.add_argument("--plot", metavar="DIR", default=None, help="also write the figures into this folder")
     parser.add_argument("--force", action="store_true", help="replace the figures in --plot if they exist")
     args = parser.parse_args(argv)
@@ -545,8 +582,17 @@ def main(argv: list[str] | None = None) -> int:
                         "pass --force to replace them or --plot to write elsewhere")
     from factorbench.benchmark.results import reference_results
 
-    settings = settings_of(reference_results(PROTOCOL, args.dir, add=args.add), args.plan)
-    print(format_report(settings, check_claims(settings), plan=args.plan), end="")
+    results = reference_results(PROTOCOL, args.dir, add=args.add)
+    pending: dict[str, list[Any]] = {}
+    if args.pending is not None:
+        folder = Path(args.pending) if args.pending else pending_dir(args.plan)
+        if args.pending and not folder.is_dir():
+            raise FactorbenchError(f"--pending {folder}: " + ("no such folder" if not folder.exists() else "not a folder"))
+        if folder.is_dir():  # the default folder may not exist yet: no pending seeds
+            pending = reference_results(PROTOCOL, folder)
+        results = results_with_pending(results, pending)
+    settings = settings_of(results, args.plan)
+    print(format_report(settings, check_claims(settings), plan=args.plan, pending=set(pending)), end="")
     if args.plot:
         for path in plot_figures(settings, args.plot):
             print(f"wrote {path}")
