@@ -310,7 +310,7 @@ def _table(comparison: Comparison, results: Mapping[str, Sequence[EvaluationResu
                                                                   and m not in ("ideal", "random")]
     for model in names:
         runs = results.get(model, ())
-        paper_row = published_row(model, rows)
+        paper_row = published_row(model, rows, planned)
         cells = []
         for key in shown:
             ours = _fmt(*_ours(runs, key)) if runs else "—"
@@ -325,31 +325,28 @@ def _table(comparison: Comparison, results: Mapping[str, Sequence[EvaluationResu
     return "\n".join(lines)
 
 
-#: a row of ours that varies only the training budget of a published row: ``<row>-<N>k`` (e.g. ``vae-30k``,
-#: ``quessard-1k``)
-BUDGET_VARIANT = re.compile(r"^(?P<row>.+)-(?P<thousands>\d+)k$")
-
-
-def published_row(model: str, rows: Mapping[str, Any]) -> str | None:
-    """The published row a row of ours is compared with: its own name, else (a budget variant,
-    :data:`BUDGET_VARIANT`) the row it varies; None when the paper has neither."""
+def published_row(model: str, rows: Mapping[str, Any], trains: Mapping[str, str] | None = None) -> str | None:
+    """The published row a row of ours is compared with: its own name, else the row of the model its plan
+    entry trains (``trains``: entry name -> model, :func:`_planned`), which the entry varies in one setting
+    (``vae-30k`` and ``quessard-1k`` the budget, ``ada-gvae-k1`` Ada's k); None when the paper has neither."""
     if model in rows:
         return model
-    match = BUDGET_VARIANT.match(model)
-    return match["row"] if match and match["row"] in rows else None
+    varied = (trains or {}).get(model)
+    return varied if varied in rows else None
 
 
-def _planned(protocol: str) -> set[str]:
-    """Row names the shipped plans train for ``protocol`` (read from the TOML files, no model code)."""
+def _planned(protocol: str) -> dict[str, str]:
+    """``{row name: model}`` of the entries the shipped plans train for ``protocol`` (read from the TOML
+    files, no model code)."""
     from .plan import PLANS_DIR, _raw_plan
 
-    names: set[str] = set()
+    names: dict[str, str] = {}
     for path in sorted(PLANS_DIR.glob("*.toml")):
         plan = _raw_plan(path.stem) or {}
         datasets = _datasets_scored_under(plan, protocol)
         for entry in plan.get("models", []):
             if datasets & set(entry.get("datasets", [])):
-                names.add(entry.get("name", entry.get("model")))
+                names[entry.get("name", entry.get("model"))] = entry.get("model")
     return names
 
 
