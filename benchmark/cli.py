@@ -404,6 +404,9 @@ def _leaderboard(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot-cache", metavar="DIR", default=None, help="a folder of the plots drawn by earlier "
                    "builds, reused where a result is unchanged (default: leaderboard-plots in the data cache, "
                    "$FACTORBENCH_DATA or ~/.cache/factorbench)")
+    p.add_argument("--plot-cache-max-mb", type=float, default=None, metavar="MB",
+                   help="after the build, remove the least recently used plots until the cache holds at most "
+                        "this many MB (default 512, about five builds of the whole site)")
     p.add_argument("--no-plot-cache", action="store_true", help="draw every plot, and keep none")
     p.add_argument("--force", action="store_true", help="replace a site written before")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -414,15 +417,17 @@ def _leaderboard(p: argparse.ArgumentParser) -> None:
         from .leaderboard import build_site
         from .plot_cache import default_plot_cache
 
-        if args.no_plot_cache and args.plot_cache:
-            raise FactorbenchError("--plot-cache and --no-plot-cache contradict each other; give one")
+        if args.no_plot_cache and (args.plot_cache or args.plot_cache_max_mb is not None):
+            given = "--plot-cache" if args.plot_cache else "--plot-cache-max-mb"
+            raise FactorbenchError(f"{given} and --no-plot-cache contradict each other; give one")
         cache = None if args.no_plot_cache else (args.plot_cache or default_plot_cache())
 
         def progress(items: Any) -> Any:
             return tqdm(items, desc="model pages", unit="page", disable=True if args.quiet else None)
 
         out = build_site(args.out, args.protocol, reference_dir=args.dir, plots=not args.no_plots, force=args.force,
-                         progress=progress, add=args.add, jobs=args.jobs, plot_cache=cache)
+                         progress=progress, add=args.add, jobs=args.jobs, plot_cache=cache,
+                         plot_cache_max_mb=args.plot_cache_max_mb)
         print(f"wrote {out}/index.html")
         return 0
     p.set_defaults(run=run)

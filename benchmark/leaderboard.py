@@ -16,8 +16,9 @@ without it):
 - ``<protocol>/<model>.html``: every run of the model (seed by seed), its provenance (model config and
   its hash, plan and plan hash, training data hashes, budget, device, wall time, the hashes of the data
   the evaluation read) and the plots ``evaluate --plots`` draws, for its first run. A plot cache
-  (:mod:`~factorbench.benchmark.plot_cache`, by default in the data cache) keeps every plot drawn, keyed by
-  the result's content, so a build after a new row draws only that row's plots.
+  (:mod:`~factorbench.benchmark.plot_cache`, by default in the data cache) keeps the plots drawn, keyed by
+  the result's content, so a build after a new row draws only that row's plots; after a build the least
+  recently used ones are removed down to ``plot_cache_max_mb``.
 
 The tables are :func:`factorbench.benchmark.results.scores_table`: a stale or edited result stops the
 build with the same error ``factorbench scores`` gives. The site is written to a temporary folder and
@@ -481,18 +482,25 @@ def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *
                reference_dir: str | os.PathLike | None = None, plots: bool = True, force: bool = False,
                progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
                add: Sequence[str | os.PathLike] = (), jobs: int | None = None,
-               plot_cache: str | os.PathLike | None = None) -> Path:
+               plot_cache: str | os.PathLike | None = None, plot_cache_max_mb: float | None = None) -> Path:
     """Write the site into ``out`` (see the module docstring); returns ``out``. ``protocols``: names
     (default every protocol with a reference folder, and those of ``add``); ``reference_dir``: the folder
     of ``<protocol>/<model>.json`` files (default the package's); ``add``: the user's result files, shown
     beside the reference rows of their protocols and marked as added; ``jobs``: processes drawing the
     plots (default every usable core); ``plot_cache``: a folder of plots drawn before
-    (:mod:`~factorbench.benchmark.plot_cache`; None draws every plot); ``progress`` wraps the model pages.
+    (:mod:`~factorbench.benchmark.plot_cache`; None draws every plot); ``plot_cache_max_mb``: after the
+    build, the least recently used plots are removed from the cache until it holds at most this many MB
+    (default :data:`~factorbench.benchmark.plot_cache.DEFAULT_MAX_MB`); ``progress`` wraps the model pages.
     Every input is checked, and every table built, before anything is written."""
+    from .plot_cache import DEFAULT_MAX_MB, prune
+
     from factorbench.generators.fileformat import package_version
 
     if jobs is not None and jobs < 1:
         raise FactorbenchError(f"--jobs must be at least 1, got {jobs}")
+    max_mb = DEFAULT_MAX_MB if plot_cache_max_mb is None else plot_cache_max_mb
+    if not max_mb > 0:  # NaN too
+        raise FactorbenchError(f"--plot-cache-max-mb must be a positive number of MB, got {plot_cache_max_mb}")
     jobs = usable_cores() if jobs is None else jobs
     version = package_version()
     out = Path(out)
@@ -552,4 +560,6 @@ def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    if plots and plot_cache is not None:
+        prune(plot_cache, int(max_mb * 1e6))
     return out

@@ -9,6 +9,10 @@ names), the source of the plotting module, and the versions of matplotlib, Pillo
 cached file whose bytes no longer match its recorded sha256 is not used: the plots are drawn again and
 the entry replaced. Default location: ``<data cache>/leaderboard-plots``
 (:func:`factorbench.benchmark.cache.data_dir`); each entry is a few tens of kB per plot.
+
+The cache is bounded (:func:`prune`): using an entry touches its manifest, and after a build the least
+recently used entries are removed until the cache holds at most :data:`DEFAULT_MAX_MB` MB (``factorbench
+leaderboard --plot-cache-max-mb N``), with the staging folders that killed builds left behind.
 """
 
 from __future__ import annotations
@@ -19,17 +23,24 @@ import json
 import os
 import shutil
 import tempfile
+import time
 import zlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from factorbench.generators.spec import canonical_json, sha256_text
 
-__all__ = ["MANIFEST", "cached_plots", "default_plot_cache", "plot_key", "plots_through_cache", "store_plots"]
+__all__ = ["DEFAULT_MAX_MB", "MANIFEST", "Pruned", "cached_plots", "default_plot_cache", "plot_key",
+           "plots_through_cache", "prune", "store_plots"]
 
 #: the file that completes an entry: ``{"files": {name: sha256}}``
 MANIFEST = "files.json"
+#: the size :func:`prune` keeps the cache under by default: about five builds of the whole site (92 MB each)
+DEFAULT_MAX_MB = 512
+#: a staging folder older than this (seconds) belongs to a build that was killed
+STALE_STAGING_S = 3600.0
 
 
 def default_plot_cache() -> Path:
@@ -81,6 +92,10 @@ def cached_plots(cache: str | os.PathLike, key: str, target: str | os.PathLike) 
     for name, blob in blobs:
         (target / name).write_bytes(blob)
         out.append(target / name)
+    try:
+        os.utime(entry / MANIFEST)  # used now: the last entry :func:`prune` removes
+    except OSError:
+        pass
     return out
 
 
@@ -123,3 +138,49 @@ def plots_through_cache(result: Any, target: str | os.PathLike, cache: str | os.
     paths = draw(result, Path(target))
     store_plots(cache, key, paths)
     return paths
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What :func:`prune` removed: ``entries`` and their ``bytes``, the ``staging`` folders of killed builds,
+    and the ``kept_bytes`` left."""
+
+    entries: int
+    bytes: int
+    staging: int
+    kept_bytes: int
+
+
+def _folder_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+
+
+def prune(cache: str | os.PathLike, max_bytes: int, now: float | None = None) -> Pruned:
+    """Remove the least recently used entries (by their manifest's modification time, which a use
+    updates) until the entries of ``cache`` hold at most ``max_bytes``, and the staging folders older than
+    :data:`STALE_STAGING_S`; a missing cache is empty. Files that cannot be removed are left."""
+    cache = Path(cache)
+    now = time.time() if now is None else now
+    entries, staging = [], 0
+    for folder in sorted(cache.iterdir()) if cache.is_dir() else ():
+        if not folder.is_dir():
+            continue
+        try:
+            if folder.name.startswith("."):
+                if now - folder.stat().st_mtime > STALE_STAGING_S:
+                    shutil.rmtree(folder)
+                    staging += 1
+            elif (folder / MANIFEST).is_file():
+                entries.append(((folder / MANIFEST).stat().st_mtime, folder.name, _folder_bytes(folder), folder))
+        except OSError:
+            continue
+    total = sum(size for _, _, size, _ in entries)
+    removed = freed = 0
+    for _, _, size, folder in sorted(entries):
+        if total - freed <= max_bytes:
+            break
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            removed += 1
+            freed += size
+    return Pruned(removed, freed, staging, total - freed)

@@ -216,6 +216,64 @@ def test_a_site_built_again_takes_unchanged_plots_from_the_cache(tmp_path, monke
     assert not (tmp_path / "cli").exists()
 
 
+def test_the_plot_cache_keeps_the_most_recently_used_entries_under_its_size(tmp_path):
+    """prune removes the entries used longest ago until the rest fit, and staging folders older than an
+    hour; a use (cached_plots) makes an entry the newest."""
+    import os
+
+    from factorbench.benchmark.plot_cache import MANIFEST, STALE_STAGING_S, cached_plots, prune, store_plots
+
+    drawn = tmp_path / "drawn"
+    drawn.mkdir()
+    cache = tmp_path / "cache"
+    for i, key in enumerate("abcd"):  # 1,000 bytes of plot each, a used 100 s apart
+        (drawn / "p.png").write_bytes(bytes([i]) * 1000)
+        store_plots(cache, key, [drawn / "p.png"])
+        os.utime(cache / key / MANIFEST, (1000.0 + 100 * i, 1000.0 + 100 * i))
+    size = sum(f.stat().st_size for f in (cache / "a").iterdir())  # the plot and its manifest
+    old_staging, new_staging = cache / ".e.old", cache / ".f.new"
+    old_staging.mkdir()
+    new_staging.mkdir()
+    now = 1000.0 + STALE_STAGING_S + 500
+    os.utime(old_staging, (now - STALE_STAGING_S - 1, now - STALE_STAGING_S - 1))
+    os.utime(new_staging, (now - 10, now - 10))
+    assert cached_plots(cache, "a", tmp_path / "out") == [tmp_path / "out" / "p.png"]  # "a" is now the newest
+    result = prune(cache, 4 * size, now=now)  # every entry fits; the killed build's staging goes
+    assert (result.entries, result.staging, result.kept_bytes) == (0, 1, 4 * size)
+    assert not old_staging.exists() and new_staging.exists()
+    result = prune(cache, 2 * size + 1, now=now)
+    assert (result.entries, result.bytes, result.staging, result.kept_bytes) == (2, 2 * size, 0, 2 * size)
+    assert sorted(p.name for p in cache.iterdir()) == [".f.new", "a", "d"]
+    assert prune(cache, 1, now=now).kept_bytes == 0 and sorted(p.name for p in cache.iterdir()) == [".f.new"]
+    assert prune(tmp_path / "missing", 1) == prune(cache, 1, now=now)  # nothing there: nothing to do
+
+
+def test_a_build_bounds_its_plot_cache(tmp_path, capsys, plotted_site):
+    """After a build the cache holds at most --plot-cache-max-mb: an entry no build has used for long goes,
+    the entries this build used stay; a size that is not positive is refused before any work."""
+    import os
+
+    from factorbench.benchmark.plot_cache import MANIFEST, store_plots
+
+    reference, cache = plotted_site.parent / "reference", tmp_path / "cache"
+    build_site(tmp_path / "one", ["square-lsbd-v1"], reference_dir=reference, jobs=1, plot_cache=cache)
+    used = sorted(e.name for e in cache.iterdir())
+    total = sum(f.stat().st_size for e in cache.iterdir() for f in e.iterdir())
+    (tmp_path / "old.png").write_bytes(b"x" * 5000)
+    store_plots(cache, "0" * 64, [tmp_path / "old.png"])  # another result's plots, used long ago
+    os.utime(cache / ("0" * 64) / MANIFEST, (1.0, 1.0))
+    build_site(tmp_path / "two", ["square-lsbd-v1"], reference_dir=reference, jobs=1, plot_cache=cache,
+               plot_cache_max_mb=(total + 100) / 1e6)
+    assert sorted(e.name for e in cache.iterdir()) == used
+    for bad in ("0", "-1", "nan"):
+        assert cli(["leaderboard", "--out", str(tmp_path / "bad"), "--plot-cache", str(cache),
+                    "--plot-cache-max-mb", bad, "--quiet"]) == 2
+        assert "--plot-cache-max-mb must be a positive number of MB" in capsys.readouterr().err
+    assert cli(["leaderboard", "--out", str(tmp_path / "bad"), "--plot-cache-max-mb", "5", "--no-plot-cache",
+                "--quiet"]) == 2
+    assert "contradict" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
 def test_a_build_stopped_by_sigterm_leaves_nothing_behind(tmp_path):
     """`kill` (SIGTERM) stops the command as Ctrl-C does: exit 130, no site, no staging folder, no cache
     entry half written."""
