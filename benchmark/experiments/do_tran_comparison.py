@@ -576,6 +576,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", metavar="DIR", default=None, help="also write the figures into this folder")
     parser.add_argument("--force", action="store_true", help="replace the figures in --plot if they exist")
     args = parser.parse_args(argv)
+    pending_folder = None if args.pending is None else Path(args.pending) if args.pending else pending_dir(args.plan)
+    if args.pending and not pending_folder.is_dir():  # before any work
+        raise FactorbenchError(f"--pending {pending_folder}: "
+                               + ("no such folder" if not pending_folder.exists() else "not a folder"))
     if args.plot:  # before any work
         plots = check_output_dir(args.plot, "--plot")
         check_new_files([plots / name for name in FIGURES], args.force,
@@ -584,13 +588,9 @@ def main(argv: list[str] | None = None) -> int:
 
     results = reference_results(PROTOCOL, args.dir, add=args.add)
     pending: dict[str, list[Any]] = {}
-    if args.pending is not None:
-        folder = Path(args.pending) if args.pending else pending_dir(args.plan)
-        if args.pending and not folder.is_dir():
-            raise FactorbenchError(f"--pending {folder}: " + ("no such folder" if not folder.exists() else "not a folder"))
-        if folder.is_dir():  # the default folder may not exist yet: no pending seeds
-            pending = reference_results(PROTOCOL, folder)
-        results = results_with_pending(results, pending)
+    if pending_folder is not None and pending_folder.is_dir():  # the default folder may not exist yet
+        pending = reference_results(PROTOCOL, pending_folder)
+    results = results_with_pending(results, pending)
     settings = settings_of(results, args.plan)
     print(format_report(settings, check_claims(settings), plan=args.plan, pending=set(pending)), end="")
     if args.plot:
