@@ -492,9 +492,9 @@ def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *
     build, the least recently used plots are removed from the cache until it holds at most this many MB
     (default :data:`~factorbench.benchmark.plot_cache.DEFAULT_MAX_MB`); ``progress`` wraps the model pages.
     Every input is checked, and every table built, before anything is written."""
-    from .plot_cache import DEFAULT_MAX_MB, prune
-
     from factorbench.generators.fileformat import package_version
+
+    from .plot_cache import DEFAULT_MAX_MB, prune
 
     if jobs is not None and jobs < 1:
         raise FactorbenchError(f"--jobs must be at least 1, got {jobs}")
