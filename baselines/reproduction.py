@@ -383,12 +383,11 @@ class _Sources:
         """The validated finished seeds of ``plan``'s entries not yet complete, under ``protocol`` (this
         checkout's ``baselines/pending/<plan>/<protocol>``, as the replicates are read from the checkout;
         none where it is missing), read once."""
-        from factorbench.benchmark.experiments.do_tran_comparison import pending_dir
+        from factorbench.benchmark.experiments.do_tran_comparison import pending_results
 
         key = f"pending:{plan}:{protocol}"
         if key not in self._results:
-            folder = pending_dir(plan, protocol)
-            self._results[key] = reference_results(protocol, folder) if folder.is_dir() else {}
+            self._results[key] = pending_results(plan, protocol)
         return self._results[key]
 
     def meta(self, protocol: str) -> Any:

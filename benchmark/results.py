@@ -30,7 +30,7 @@ import numpy as np
 
 from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.spec import canonical_json, sha256_text
-from factorbench.generators.outputs import write_atomically
+from factorbench.generators.outputs import check_input_dir, write_atomically
 
 from .columns import score_column
 from .protocols import PROTOCOLS, Protocol, get_protocol
@@ -458,8 +458,8 @@ def _reference_results(protocol: str | Protocol, directory: str | os.PathLike | 
     """:func:`reference_results` and a note for each model whose provenance could not be checked in full."""
     protocol = get_protocol(protocol)
     folder = Path(directory) if directory is not None else REFERENCE_DIR / protocol.name
-    if directory is not None and not folder.is_dir():
-        raise FactorbenchError(f"--dir {folder}: " + ("no such folder" if not folder.exists() else "not a folder"))
+    if directory is not None:
+        check_input_dir(folder, "--dir")
     paths = sorted(folder.glob("*.json")) + [Path(p) for p in add]  # no shipped folder: no reference rows
     for p in paths[len(paths) - len(add):]:
         if not p.is_file():

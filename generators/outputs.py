@@ -59,6 +59,14 @@ def check_output_file(path: str | os.PathLike, force: bool, option: str = "--out
     return path
 
 
+def check_input_dir(path: str | os.PathLike, option: str) -> Path:
+    """A folder that will be read: it must exist and be a folder."""
+    path = Path(path)
+    if not path.is_dir():
+        raise FactorbenchError(f"{option} {path}: " + ("no such folder" if not path.exists() else "not a folder"))
+    return path
+
+
 def check_output_dir(path: str | os.PathLike, option: str) -> Path:
     """A folder that will be created if needed and written into: not a file; if it does not exist, its
     parent must exist and be writable."""

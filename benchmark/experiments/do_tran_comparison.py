@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,12 +59,12 @@ import numpy as np
 
 from factorbench.benchmark.experiments.metric_meta_evaluation import runs_of_plan, spearman
 from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
-from factorbench.generators.outputs import check_new_files, check_output_dir, save_figure
+from factorbench.generators.outputs import check_input_dir, check_new_files, check_output_dir, save_figure
 
 __all__ = ["AUC_DOES_NOT_SEPARATE", "AUC_SEPARATES", "Claim", "FIGURES", "HIGH_BETA", "MIN_RUNS", "MIN_SETTINGS", "PLAN",
            "PROTOCOL", "RHO_AGREE", "RHO_BETA", "RHO_CORRELATED", "Setting", "check_claims", "format_report",
-           "main", "mean_and_stderr", "parse_entry", "pending_dir", "plot_figures", "results_with_pending",
-           "separation_auc", "settings_of"]
+           "main", "mean_and_stderr", "parse_entry", "pending_dir", "pending_results", "plot_figures",
+           "results_with_pending", "separation_auc", "settings_of"]
 
 PLAN = "do-tran-v1"
 PROTOCOL = "dsprites-dci-v1"
@@ -113,6 +114,16 @@ def pending_dir(plan: str = PLAN, protocol: str = PROTOCOL) -> Path:
     import factorbench.baselines
 
     return Path(factorbench.baselines.__file__).with_name("pending") / plan / protocol
+
+
+def pending_results(plan: str = PLAN, protocol: str = PROTOCOL, folder: str | os.PathLike | None = None
+                    ) -> dict[str, list[Any]]:
+    """``{model: [runs]}`` of the pending seeds in ``folder`` (default :func:`pending_dir`), each file
+    validated as a reference file; none where the folder does not exist (no seed of the plan is pending)."""
+    from factorbench.benchmark.results import reference_results
+
+    folder = pending_dir(plan, protocol) if folder is None else Path(folder)
+    return reference_results(protocol, folder) if folder.is_dir() else {}
 
 
 def results_with_pending(results: Mapping[str, Sequence[Any]], pending: Mapping[str, Sequence[Any]]
@@ -576,10 +587,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", metavar="DIR", default=None, help="also write the figures into this folder")
     parser.add_argument("--force", action="store_true", help="replace the figures in --plot if they exist")
     args = parser.parse_args(argv)
-    pending_folder = None if args.pending is None else Path(args.pending) if args.pending else pending_dir(args.plan)
-    if args.pending and not pending_folder.is_dir():  # before any work
-        raise FactorbenchError(f"--pending {pending_folder}: "
-                               + ("no such folder" if not pending_folder.exists() else "not a folder"))
+    pending_folder = check_input_dir(args.pending, "--pending") if args.pending else None  # before any work
     if args.plot:  # before any work
         plots = check_output_dir(args.plot, "--plot")
         check_new_files([plots / name for name in FIGURES], args.force,
@@ -587,9 +595,7 @@ def main(argv: list[str] | None = None) -> int:
     from factorbench.benchmark.results import reference_results
 
     results = reference_results(PROTOCOL, args.dir, add=args.add)
-    pending: dict[str, list[Any]] = {}
-    if pending_folder is not None and pending_folder.is_dir():  # the default folder may not exist yet
-        pending = reference_results(PROTOCOL, pending_folder)
+    pending = pending_results(args.plan, folder=pending_folder) if args.pending is not None else {}
     results = results_with_pending(results, pending)
     settings = settings_of(results, args.plan)
     print(format_report(settings, check_claims(settings), plan=args.plan, pending=set(pending)), end="")
