@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from factorbench import generators
 from factorbench.generators.errors import FactorbenchError
+from factorbench.generators.interrupts import caused_by_interrupt, stopping_on_signals
 from factorbench.generators.fileformat import package_version
 from factorbench.generators.params import parse_param_assignments
 from factorbench.generators.presets import applicable_presets, default_partition, resolve_split
@@ -443,28 +444,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse has printed the usage error (or --help, --version): its status
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
-    import signal
-    import threading
-
     # SIGTERM (kill, a scheduler's stop) ends a command as Ctrl-C does, so that the same clean-up runs (no
     # staging folder or temporary file left behind); train and sweep install their own handler while they run
-    previous = None
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
+    with stopping_on_signals():
         return _run(args)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -481,6 +469,11 @@ def _run(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # output piped into e.g. `head`, which closed early
         sys.stderr.close()
         return 0
+    except Exception as exc:  # e.g. an extension module's ImportError when Ctrl-C cut its initialisation
+        if caused_by_interrupt(exc):
+            print(f"factorbench {args.command}: interrupted", file=sys.stderr)
+            return 130
+        raise
 
 
 import factorbench.baselines.commands  # noqa: E402,F401  (registers train and show-run; torch loads only when they run)

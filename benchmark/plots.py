@@ -30,17 +30,21 @@ Figure = Any
 Plotter = Callable[[dict[str, Any], str, list[str]], Figure]
 
 
-def _pyplot() -> Any:
-    import matplotlib
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend (no display needed), imported whole: a Ctrl-C or SIGTERM
+    during the first import is raised after it (:func:`~factorbench.generators.interrupts.interrupts_deferred`)."""
+    from factorbench.generators.interrupts import interrupts_deferred
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    with interrupts_deferred():
+        import matplotlib
 
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
     return plt
 
 
 def _figure(ncols: int = 1, size: tuple[float, float] = (4.4, 3.8)) -> tuple[Figure, list[Any]]:
-    fig, axes = _pyplot().subplots(1, ncols, figsize=(size[0] * ncols, size[1]), squeeze=False)
+    fig, axes = pyplot().subplots(1, ncols, figsize=(size[0] * ncols, size[1]), squeeze=False)
     return fig, list(axes[0])
 
 

@@ -42,10 +42,7 @@ MAX_PER_FACTOR = 64
 
 def show(path: str | os.PathLike, out: str | os.PathLike, per_factor: int = 8, force: bool = False) -> Path:
     """Write a PNG with one row per factor: images along that factor, labelled with the factor values."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from .plots import pyplot
 
     if not 2 <= per_factor <= MAX_PER_FACTOR:
         raise FactorbenchError(f"--per-factor must be between 2 and {MAX_PER_FACTOR}, got {per_factor}")
@@ -54,7 +51,7 @@ def show(path: str | os.PathLike, out: str | os.PathLike, per_factor: int = 8, f
         rows = traversal_rows(ds, per_factor)
         classes = ds.factor_classes
         k = len(rows)
-        fig, axes = plt.subplots(k, per_factor, figsize=(1.3 * per_factor + 1.2, 1.5 * k + 0.5), squeeze=False)
+        fig, axes = pyplot().subplots(k, per_factor, figsize=(1.3 * per_factor + 1.2, 1.5 * k + 0.5), squeeze=False)
         for r, (factor, idx) in enumerate(zip(ds.spec.factors, rows)):
             images = ds.images[idx]
             for c in range(per_factor):

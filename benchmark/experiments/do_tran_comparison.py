@@ -540,10 +540,9 @@ def plot_figures(settings: Sequence[Setting], directory: str | Path) -> list[Pat
     against JEMMIG). Nothing is drawn without settings."""
     if not settings:
         return []
-    import matplotlib
+    from ..plots import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

@@ -302,14 +302,13 @@ def _plot_heading(result: MetaEvaluation) -> str:
 def plot_meta_evaluation(result: MetaEvaluation, path: str | Path) -> Path:
     """Heat maps (one per target) of rho, metrics x settings, as Almudévar & Ortega's Figures 4 and 5, under
     :func:`_plot_heading`."""
-    import matplotlib
+    from ..plots import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, len(result.targets), figsize=(1.6 + 1.1 * len(result.settings) * len(result.targets),
                                                               0.8 + 0.4 * len(result.metrics)), squeeze=False)
-    cmap = matplotlib.colormaps["RdBu_r"].copy()
+    cmap = plt.colormaps["RdBu_r"].copy()
     cmap.set_bad("#d9d9d9")  # grey where a metric is not scored in a setting: not to be read as rho = 0
     for t, ax in enumerate(axes[0]):
         image = ax.imshow(np.ma.masked_invalid(result.rho[:, :, t].T), vmin=-1, vmax=1, cmap=cmap, aspect="auto")

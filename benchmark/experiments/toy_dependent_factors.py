@@ -178,9 +178,9 @@ def yes(flag: bool) -> str:
 
 def plot_dependence(table: dict[tuple[float, float], dict[str, float]], alphas: list[float], deltas: list[float],
                     columns: list[str], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ..plots import pyplot
+
+    plt = pyplot()
 
     cols = min(4, len(columns))
     rows = math.ceil(len(columns) / cols)
@@ -203,9 +203,9 @@ def plot_dependence(table: dict[tuple[float, float], dict[str, float]], alphas: 
 
 
 def plot_nuisance(betas: list[float], rows: list[dict[str, float]], columns: list[str], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from ..plots import pyplot
+
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7.5, 3.8))
     for column in columns:
