@@ -32,8 +32,12 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 @contextmanager
 def interrupts_deferred() -> Iterator[None]:
     """Run the block whole: a Ctrl-C or SIGTERM it receives is raised as ``KeyboardInterrupt`` when it ends
-    (with :func:`stopping_on_signals` installed; otherwise the signals act as usual)."""
+    (with :func:`stopping_on_signals` installed; otherwise the signals act as usual). Signals reach the main
+    thread only, so a section in another thread defers nothing."""
     global _depth, _pending
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     _depth += 1
     try:
         yield

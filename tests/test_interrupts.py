@@ -132,3 +132,33 @@ def test_a_command_whose_import_was_cut_by_ctrl_c_reports_an_interrupt(capsys):
     assert capsys.readouterr().err == "factorbench leaderboard: interrupted\n"
     with pytest.raises(ImportError, match="no module named x"):  # a real failure stays one
         cli._run(argparse.Namespace(command="leaderboard", run=failed))
+
+
+def test_a_section_in_another_thread_defers_nothing():
+    proc = _run_child("""
+        import threading
+        steps = []
+        inside, release = threading.Event(), threading.Event()
+
+        def worker():
+            with interrupts_deferred():
+                inside.set()
+                release.wait(10)
+
+        with stopping_on_signals():
+            thread = threading.Thread(target=worker)
+            thread.start()
+            inside.wait(10)
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(10000):
+                    pass
+                steps.append("not interrupted")
+            except KeyboardInterrupt:
+                steps.append("interrupt")
+            release.set()
+            thread.join()
+        print(steps)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['interrupt']"
