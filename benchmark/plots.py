@@ -23,7 +23,7 @@ import numpy as np
 
 from factorbench.generators.outputs import check_new_files, save_figure
 
-__all__ = ["PLOTTERS", "hinton", "plot_paths", "plot_result"]
+__all__ = ["PLOTTERS", "hinton", "plot_paths", "plot_result", "pyplot"]
 
 Figure = Any
 #: a plotter: (metric result dict, metric label, factor names) -> figure
