@@ -19,6 +19,9 @@ def _run_child(body: str) -> subprocess.CompletedProcess:
     code = textwrap.dedent("""
         import os, signal, sys
         from factorbench.generators.interrupts import interrupts_deferred, stopping_on_signals
+        # as in a terminal: a child of a process that ignores SIGINT (a test worker, a job started with &)
+        # inherits the ignoring, which stopping_on_signals rightly leaves alone
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     """) + textwrap.dedent(body)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
 
@@ -162,3 +165,18 @@ def test_a_section_in_another_thread_defers_nothing():
     """)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "['interrupt']"
+
+
+def test_an_ignored_sigint_stays_ignored():
+    """A command started in the background by a shell (`cmd &`) ignores Ctrl-C; it keeps doing so."""
+    proc = _run_child("""
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        with stopping_on_signals():
+            with interrupts_deferred():
+                os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10000):
+                pass
+            print(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True"
