@@ -22,6 +22,12 @@ def _run_child(body: str) -> subprocess.CompletedProcess:
         # as in a terminal: a child of a process that ignores SIGINT (a test worker, a job started with &)
         # inherits the ignoring, which stopping_on_signals rightly leaves alone
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+        def signal_self(sig):
+            """Send ``sig`` to this process, then run bytecodes: the handler has had its chance to act."""
+            os.kill(os.getpid(), sig)
+            for _ in range(10000):
+                pass
     """) + textwrap.dedent(body)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
 
@@ -33,9 +39,7 @@ def test_a_signal_inside_a_deferring_section_is_raised_when_it_ends(sig):
         with stopping_on_signals():
             try:
                 with interrupts_deferred():
-                    os.kill(os.getpid(), signal.{sig})
-                    for _ in range(10000):  # bytecodes run: the handler has had its chance to act
-                        pass
+                    signal_self(signal.{sig})
                     steps.append("section finished")
                 steps.append("after the section")
             except KeyboardInterrupt:
@@ -52,9 +56,7 @@ def test_outside_a_section_sigterm_interrupts_at_once_and_the_handlers_are_resto
         steps = []
         with stopping_on_signals():
             try:
-                os.kill(os.getpid(), signal.SIGTERM)
-                for _ in range(10000):
-                    pass
+                signal_self(signal.SIGTERM)
                 steps.append("not interrupted")
             except KeyboardInterrupt:
                 steps.append("interrupt")
@@ -71,9 +73,7 @@ def test_a_handler_of_its_own_is_left_alone():
         with stopping_on_signals():
             with interrupts_deferred():
                 pass
-            os.kill(os.getpid(), signal.SIGTERM)
-            for _ in range(10000):
-                pass
+            signal_self(signal.SIGTERM)
         print(seen == [signal.SIGTERM])
     """)
     assert proc.returncode == 0, proc.stderr
@@ -87,9 +87,7 @@ def test_nested_sections_raise_once_at_the_outermost_end():
             try:
                 with interrupts_deferred():
                     with interrupts_deferred():
-                        os.kill(os.getpid(), signal.SIGTERM)
-                        for _ in range(10000):
-                            pass
+                        signal_self(signal.SIGTERM)
                     steps.append("inner ended")
                 steps.append("outer ended")
             except KeyboardInterrupt:
@@ -153,9 +151,7 @@ def test_a_section_in_another_thread_defers_nothing():
             thread.start()
             inside.wait(10)
             try:
-                os.kill(os.getpid(), signal.SIGTERM)
-                for _ in range(10000):
-                    pass
+                signal_self(signal.SIGTERM)
                 steps.append("not interrupted")
             except KeyboardInterrupt:
                 steps.append("interrupt")
@@ -173,9 +169,7 @@ def test_an_ignored_sigint_stays_ignored():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         with stopping_on_signals():
             with interrupts_deferred():
-                os.kill(os.getpid(), signal.SIGINT)
-            for _ in range(10000):
-                pass
+                signal_self(signal.SIGINT)
             print(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)
     """)
     assert proc.returncode == 0, proc.stderr
