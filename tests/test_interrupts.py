@@ -24,7 +24,7 @@ def _run_child(body: str) -> subprocess.CompletedProcess:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
         def signal_self(sig):
-            """Send ``sig`` to this process, then run bytecodes: the handler has had its chance to act."""
+            # send sig to this process, then run bytecodes: the handler has had its chance to act
             os.kill(os.getpid(), sig)
             for _ in range(10000):
                 pass
