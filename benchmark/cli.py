@@ -463,17 +463,14 @@ def _run(args: argparse.Namespace) -> int:
         if isinstance(exc, generators.GenerationInterrupted):
             return 130
         return int(getattr(exc, "exit_status", 2))
-    except KeyboardInterrupt:
-        print(f"factorbench {args.command}: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:  # output piped into e.g. `head`, which closed early
         sys.stderr.close()
         return 0
-    except Exception as exc:  # e.g. an extension module's ImportError when Ctrl-C cut its initialisation
-        if caused_by_interrupt(exc):
-            print(f"factorbench {args.command}: interrupted", file=sys.stderr)
-            return 130
-        raise
+    except BaseException as exc:  # Ctrl-C, SIGTERM, or an extension's ImportError when one cut its set-up
+        if not caused_by_interrupt(exc):
+            raise
+        print(f"factorbench {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 import factorbench.baselines.commands  # noqa: E402,F401  (registers train and show-run; torch loads only when they run)

@@ -134,6 +134,17 @@ def test_a_command_whose_import_was_cut_by_ctrl_c_reports_an_interrupt(capsys):
     with pytest.raises(ImportError, match="no module named x"):  # a real failure stays one
         cli._run(argparse.Namespace(command="leaderboard", run=failed))
 
+    def interrupted(args: argparse.Namespace) -> int:
+        raise KeyboardInterrupt
+
+    def exits(args: argparse.Namespace) -> int:
+        raise SystemExit(3)
+
+    assert cli._run(argparse.Namespace(command="leaderboard", run=interrupted)) == 130
+    assert capsys.readouterr().err == "factorbench leaderboard: interrupted\n"
+    with pytest.raises(SystemExit):  # not an interrupt: passes through
+        cli._run(argparse.Namespace(command="leaderboard", run=exits))
+
 
 def test_a_section_in_another_thread_defers_nothing():
     proc = _run_child("""
