@@ -306,6 +306,51 @@ def test_pending_seeds_join_the_report_marked_and_never_twice():
         results_with_pending({"a": [1], "c": [4]}, {"a": [2]})
 
 
+def test_the_settings_each_verdict_rests_on():
+    """A claim names the settings whose runs decide it: runs of FactorVAE and beta-VAE, never the AAE; the
+    claims on setting means only the settings with enough runs; none for "too few runs"."""
+    settings = _population()
+    fv = [f"factor-vae.gamma-{g}" for g in (10, 20, 50, 100)]
+    bv = [f"beta-vae.beta-{b}" for b in (1, 4, 10, 20, 50)]
+    models = {c.key: c.models for c in check_claims(settings)}
+    for key in ("factorvae-beats-betavae", "jemmig-rmig-agree", "dc-do-not-separate", "informativeness-tracks-jemmig",
+                "jemmig-grades-vae-worst"):
+        assert sorted(models[key]) == sorted(fv + bv), key
+    assert sorted(models["dc-favour-high-beta"]) == sorted(fv + bv)
+    assert models["modularity-favours-vae"] == ("beta-vae.beta-1", *fv)
+    # beta = 10 with one run: out of the claims on means, still in those across runs
+    thinned = [Setting(s.family, s.hyper_name, s.hyper_value, s.model, {k: v[:1] for k, v in s.values.items()},
+                       directions=s.directions) if s.model == "beta-vae.beta-10" else s for s in settings]
+    models = {c.key: c.models for c in check_claims(thinned)}
+    assert "beta-vae.beta-10" not in models["factorvae-beats-betavae"] + models["dc-favour-high-beta"]
+    assert "beta-vae.beta-10" in models["jemmig-rmig-agree"] and len(models["factorvae-beats-betavae"]) == 8
+    too_few = _claim(_population(runs=1), "factorvae-beats-betavae")
+    assert too_few.models == () and too_few.pending_of(fv) == []
+
+
+def test_verdicts_on_pending_settings_are_provisional():
+    """A verdict resting on any pending setting says so, with how many; "too few runs" never does."""
+    settings = _population(runs=1)
+    pending = {"factor-vae.gamma-10", "beta-vae.beta-1", "aae.gz-10"}
+    claims = check_claims(settings)
+    agree = next(c for c in claims if c.key == "jemmig-rmig-agree")
+    assert agree.pending_of(pending) == ["factor-vae.gamma-10", "beta-vae.beta-1"]  # the AAE is not used
+    report = format_report(settings, claims, pending=pending)
+    assert ("- **jemmig-rmig-agree** (Figure 5c): reproduced, provisional (2 of the 9 settings it rests on are "
+            "pending). ") in report
+    assert report.count(", provisional (") == 3  # the three claims across runs; the other four: too few runs
+    assert "- **factorvae-beats-betavae** (Figure 5a, 5b): too few runs. " in report
+    one = format_report(settings, claims, pending={"beta-vae.beta-50"})
+    assert "reproduced, provisional (1 of the 9 settings it rests on is pending). " in one
+    assert "provisional" not in format_report(settings, claims, pending={"aae.gz-10"})
+    assert "provisional" not in format_report(settings, claims)
+    # four runs each, two settings pending: the claims on means are provisional too
+    full = _population()
+    report = format_report(full, check_claims(full), pending={"factor-vae.gamma-10", "beta-vae.beta-1"})
+    assert report.count(", provisional (2 of the 9 settings it rests on are pending)") == 6
+    assert "- **modularity-favours-vae** (Figure 8b): reproduced, provisional (2 of the 5 settings" in report
+
+
 def test_the_command_reads_pending_seeds(capsys, tmp_path, monkeypatch):
     """``--pending DIR`` reads DIR beside the collected results; bare ``--pending`` reads the checkout's
     folder of the plan, which may not exist yet; a missing DIR is a user error before any work."""

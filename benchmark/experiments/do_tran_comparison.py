@@ -18,7 +18,8 @@ is collected, and says "too few runs" where the subset cannot decide it.
 
 ``--pending`` adds the finished seeds of entries not yet complete, which ``factorbench sweep do-tran-v1
 --collect --pending baselines/pending/do-tran-v1`` keeps outside every table (:func:`pending_dir`); the
-report marks their settings as pending.
+report marks their settings as pending, and a claim's verdict resting on any of them as provisional (their
+other seeds can change it).
 
 Thresholds (this module's reading of the paper's words; the paper prints no numbers for them):
 
@@ -190,7 +191,8 @@ class Setting:
 @dataclass(frozen=True)
 class Claim:
     """One of the paper's claims: ``verdict`` is "reproduced", "not reproduced" or "too few runs";
-    ``evidence`` says why, with the numbers, which ``numbers`` also holds by name."""
+    ``evidence`` says why, with the numbers, which ``numbers`` also holds by name; ``models``: the
+    settings (plan entries) whose runs the verdict rests on."""
 
     key: str
     figure: str
@@ -198,6 +200,12 @@ class Claim:
     evidence: str
     verdict: str
     numbers: Mapping[str, float] = field(default_factory=dict)
+    models: tuple[str, ...] = ()
+
+    def pending_of(self, pending: Collection[str]) -> list[str]:
+        """The settings of :attr:`models` that are in ``pending`` (entries not yet complete): a verdict
+        resting on any is provisional, as their other seeds can change it; none for "too few runs"."""
+        return [] if self.verdict == TOO_FEW else [m for m in self.models if m in pending]
 
 
 def _sort_key(setting: Setting) -> tuple:
@@ -276,10 +284,10 @@ def _beta_one(settings: Sequence[Setting], scalar: str) -> Setting | None:
     return None
 
 
-def _runs(settings: Sequence[Setting], family: str, *scalars: str) -> tuple[np.ndarray, int]:
-    """The runs of ``family`` with a finite value of every scalar, ``(runs, len(scalars))``, and how many
+def _runs(settings: Sequence[Setting], family: str, *scalars: str) -> tuple[np.ndarray, list[Setting]]:
+    """The runs of ``family`` with a finite value of every scalar, ``(runs, len(scalars))``, and the
     settings they come from."""
-    rows, used = [], 0
+    rows, used = [], []
     for s in _of(settings, family):
         table = np.full((len(scalars), s.runs), math.nan)
         for row, scalar in enumerate(scalars):
@@ -288,7 +296,7 @@ def _runs(settings: Sequence[Setting], family: str, *scalars: str) -> tuple[np.n
         ok = table[:, np.isfinite(table).all(axis=0)].T
         if len(ok):
             rows.append(ok)
-            used += 1
+            used.append(s)
     return (np.concatenate(rows) if rows else np.empty((0, len(scalars)))), used
 
 
@@ -301,6 +309,12 @@ def _few_settings(counts: Mapping[str, int], need: Mapping[str, int], what: str)
     return f"needs {wanted} settings {what}; the runs give {have}."
 
 
+def _models(*groups: Sequence[Setting | tuple[Setting, float]]) -> tuple[str, ...]:
+    """The models of the settings in ``groups`` (settings or ``(setting, mean)`` pairs), each once, in order."""
+    seen = (item[0] if isinstance(item, tuple) else item for group in groups for item in group)
+    return tuple(dict.fromkeys(s.model for s in seen))
+
+
 def _f(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x:.3f}"
 
@@ -309,7 +323,7 @@ def _factorvae_beats_betavae(settings: Sequence[Setting]) -> Claim:
     key, figure = "factorvae-beats-betavae", "5a, 5b"
     statement = ("By JEMMIG and by RMIG, the worst FactorVAE setting is better than the best beta-VAE setting "
                  "(\"the worst FactorVAE models clearly outperform the best beta-VAE models\").")
-    parts, numbers, holds = [], {}, True
+    parts, numbers, holds, used = [], {}, True, []
     for scalar, name in ((JEMMIG, "JEMMIG"), (RMIG, "RMIG")):
         direction = _direction(settings, scalar)
         fv, bv = _with_means(settings, FACTOR_VAE, scalar), _with_means(settings, BETA_VAE, scalar)
@@ -317,6 +331,7 @@ def _factorvae_beats_betavae(settings: Sequence[Setting]) -> Claim:
                             f"with {MIN_RUNS} runs of {name}")
         if few:
             return Claim(key, figure, statement, few, TOO_FEW)
+        used += [fv, bv]
         worst = min(fv, key=lambda sm: _goodness(sm[1], direction))
         best = max(bv, key=lambda sm: _goodness(sm[1], direction))
         ok = _goodness(worst[1], direction) > _goodness(best[1], direction)
@@ -324,16 +339,17 @@ def _factorvae_beats_betavae(settings: Sequence[Setting]) -> Claim:
         numbers[f"{name} worst factor-vae"], numbers[f"{name} best beta-vae"] = worst[1], best[1]
         parts.append(f"{name} ({direction} is better): the worst FactorVAE setting ({worst[0].label}) {_f(worst[1])} "
                      f"{'beats' if ok else 'does not beat'} the best beta-VAE setting ({best[0].label}) {_f(best[1])}")
-    return Claim(key, figure, statement, "; ".join(parts) + ".", REPRODUCED if holds else NOT_REPRODUCED, numbers)
+    return Claim(key, figure, statement, "; ".join(parts) + ".", REPRODUCED if holds else NOT_REPRODUCED, numbers,
+                 _models(*used))
 
 
 def _jemmig_rmig_agree(settings: Sequence[Setting]) -> Claim:
     key, figure = "jemmig-rmig-agree", "5c"
     statement = (f"Across the FactorVAE and beta-VAE runs, JEMMIG and RMIG rank alike: Spearman's rho <= "
                  f"{RHO_AGREE} (negative since JEMMIG is better when lower).")
-    fv, n_fv = _runs(settings, FACTOR_VAE, JEMMIG, RMIG)
-    bv, n_bv = _runs(settings, BETA_VAE, JEMMIG, RMIG)
-    few = _few_settings({FACTOR_VAE: n_fv, BETA_VAE: n_bv}, _NEED,
+    fv, fv_from = _runs(settings, FACTOR_VAE, JEMMIG, RMIG)
+    bv, bv_from = _runs(settings, BETA_VAE, JEMMIG, RMIG)
+    few = _few_settings({FACTOR_VAE: len(fv_from), BETA_VAE: len(bv_from)}, _NEED,
                         "with runs of JEMMIG and RMIG")
     if few:
         return Claim(key, figure, statement, few, TOO_FEW)
@@ -344,7 +360,7 @@ def _jemmig_rmig_agree(settings: Sequence[Setting]) -> Claim:
     ok = not math.isnan(rho) and sign * rho >= -RHO_AGREE
     return Claim(key, figure, statement,
                  f"rho(JEMMIG, RMIG) = {_f(rho)} over {len(both)} runs ({len(fv)} FactorVAE, {len(bv)} beta-VAE).",
-                 REPRODUCED if ok else NOT_REPRODUCED, {"rho": rho, "runs": float(len(both))})
+                 REPRODUCED if ok else NOT_REPRODUCED, {"rho": rho, "runs": float(len(both))}, _models(fv_from, bv_from))
 
 
 def _dc_do_not_separate(settings: Sequence[Setting]) -> Claim:
@@ -352,43 +368,45 @@ def _dc_do_not_separate(settings: Sequence[Setting]) -> Claim:
     statement = (f"JEMMIG and RMIG separate FactorVAE from beta-VAE runs (AUC >= {AUC_SEPARATES}), DCI "
                  f"disentanglement and completeness do not (AUC < {AUC_DOES_NOT_SEPARATE}); AUC: the probability "
                  "that a FactorVAE run scores better than a beta-VAE run.")
-    numbers, parts = {}, []
+    numbers, parts, used = {}, [], []
     for scalar, name in ((JEMMIG, "JEMMIG"), (RMIG, "RMIG"), (DISENTANGLEMENT, "D"), (COMPLETENESS, "C"),
                          (INFORMATIVENESS, "I")):
-        fv, n_fv = _runs(settings, FACTOR_VAE, scalar)
-        bv, n_bv = _runs(settings, BETA_VAE, scalar)
+        fv, fv_from = _runs(settings, FACTOR_VAE, scalar)
+        bv, bv_from = _runs(settings, BETA_VAE, scalar)
         if scalar != INFORMATIVENESS:  # I is shown, not judged
-            few = _few_settings({FACTOR_VAE: n_fv, BETA_VAE: n_bv}, _NEED,
+            few = _few_settings({FACTOR_VAE: len(fv_from), BETA_VAE: len(bv_from)}, _NEED,
                                 f"with runs of {name}")
             if few:
                 return Claim(key, figure, statement, few, TOO_FEW)
+            used += [fv_from, bv_from]
         numbers[name] = separation_auc(fv[:, 0], bv[:, 0], _direction(settings, scalar))
         parts.append(f"{name} {_f(numbers[name])}")
     ok = (numbers["JEMMIG"] >= AUC_SEPARATES and numbers["RMIG"] >= AUC_SEPARATES
           and numbers["D"] < AUC_DOES_NOT_SEPARATE and numbers["C"] < AUC_DOES_NOT_SEPARATE)
     return Claim(key, figure, statement, "AUC " + ", ".join(parts) + ".", REPRODUCED if ok else NOT_REPRODUCED,
-                 numbers)
+                 numbers, _models(*used))
 
 
 def _informativeness_tracks_jemmig(settings: Sequence[Setting]) -> Claim:
     key, figure = "informativeness-tracks-jemmig", "6"
     statement = (f"Across runs, JEMMIG correlates with DCI informativeness (|rho| >= {RHO_CORRELATED}) but not with "
                  f"disentanglement or completeness (|rho| < {RHO_CORRELATED}).")
-    numbers, parts = {}, []
+    numbers, parts, used = {}, [], []
     for scalar, name in ((INFORMATIVENESS, "I"), (DISENTANGLEMENT, "D"), (COMPLETENESS, "C")):
-        fv, n_fv = _runs(settings, FACTOR_VAE, JEMMIG, scalar)
-        bv, n_bv = _runs(settings, BETA_VAE, JEMMIG, scalar)
-        few = _few_settings({FACTOR_VAE: n_fv, BETA_VAE: n_bv}, _NEED,
+        fv, fv_from = _runs(settings, FACTOR_VAE, JEMMIG, scalar)
+        bv, bv_from = _runs(settings, BETA_VAE, JEMMIG, scalar)
+        few = _few_settings({FACTOR_VAE: len(fv_from), BETA_VAE: len(bv_from)}, _NEED,
                             f"with runs of JEMMIG and {name}")
         if few:
             return Claim(key, figure, statement, few, TOO_FEW)
+        used += [fv_from, bv_from]
         both = np.concatenate([fv, bv])
         numbers[name] = spearman(both[:, 0], both[:, 1])
         parts.append(f"rho(JEMMIG, {name}) = {_f(numbers[name])} ({len(both)} runs)")
     ok = (abs(numbers["I"]) >= RHO_CORRELATED and abs(numbers["D"]) < RHO_CORRELATED
           and abs(numbers["C"]) < RHO_CORRELATED)  # NaN compares false: not reproduced
     return Claim(key, figure, statement, ", ".join(parts) + ".",
-                 REPRODUCED if ok else NOT_REPRODUCED, numbers)
+                 REPRODUCED if ok else NOT_REPRODUCED, numbers, _models(*used))
 
 
 def _dc_favour_high_beta(settings: Sequence[Setting]) -> Claim:
@@ -396,9 +414,10 @@ def _dc_favour_high_beta(settings: Sequence[Setting]) -> Claim:
     statement = (f"DCI disentanglement and completeness rise with beta (Spearman's rho of beta and the beta-VAE "
                  f"setting means >= {RHO_BETA}), while the settings with beta >= {HIGH_BETA:g} are less informative "
                  "(worse DCI informativeness error) than FactorVAE on average.")
-    numbers, parts = {}, []
+    numbers, parts, used = {}, [], []
     for scalar, name in ((DISENTANGLEMENT, "D"), (COMPLETENESS, "C")):
         bv = _with_means(settings, BETA_VAE, scalar)
+        used.append(bv)
         if len(bv) < 3:
             return Claim(key, figure, statement, f"needs 3 beta-VAE settings with {MIN_RUNS} runs of {name}; the runs "
                                                  f"give {len(bv)}.", TOO_FEW)
@@ -420,7 +439,8 @@ def _dc_favour_high_beta(settings: Sequence[Setting]) -> Claim:
     for s, m in high:
         numbers[f"I beta-{s.hyper_value:g}"] = m
     ok = (numbers["rho D"] >= RHO_BETA and numbers["rho C"] >= RHO_BETA and less_informative)
-    return Claim(key, figure, statement, "; ".join(parts) + ".", REPRODUCED if ok else NOT_REPRODUCED, numbers)
+    return Claim(key, figure, statement, "; ".join(parts) + ".", REPRODUCED if ok else NOT_REPRODUCED, numbers,
+                 _models(*used, fv, high))
 
 
 def _modularity_favours_vae(settings: Sequence[Setting]) -> Claim:
@@ -437,7 +457,7 @@ def _modularity_favours_vae(settings: Sequence[Setting]) -> Claim:
     ok = _goodness(mean_vae, direction) > _goodness(reference, direction)
     return Claim(key, figure, statement, f"modularity beta=1 {_f(mean_vae)}, FactorVAE mean of {len(fv)} settings "
                                          f"{_f(reference)}.", REPRODUCED if ok else NOT_REPRODUCED,
-                 {"modularity beta-1": mean_vae, "modularity factor-vae": reference})
+                 {"modularity beta-1": mean_vae, "modularity factor-vae": reference}, _models([vae], fv))
 
 
 def _jemmig_grades_vae_worst(settings: Sequence[Setting]) -> Claim:
@@ -457,7 +477,8 @@ def _jemmig_grades_vae_worst(settings: Sequence[Setting]) -> Claim:
     ok = all(_goodness(mean_vae, direction) < _goodness(m, direction) for _, m in others)
     return Claim(key, figure, statement, f"JEMMIG ({direction} is better) beta=1 {_f(mean_vae)}; the worst other "
                                          f"setting, {next_worst[0].label}, {_f(next_worst[1])}.",
-                 REPRODUCED if ok else NOT_REPRODUCED, {"JEMMIG beta-1": mean_vae, "JEMMIG next worst": next_worst[1]})
+                 REPRODUCED if ok else NOT_REPRODUCED, {"JEMMIG beta-1": mean_vae, "JEMMIG next worst": next_worst[1]},
+                 _models([vae], fv, bv))
 
 
 def check_claims(settings: Sequence[Setting]) -> list[Claim]:
@@ -496,8 +517,18 @@ def format_report(settings: Sequence[Setting], claims: Sequence[Claim], plan: st
         out.append(f"| {s.family} | {s.hyper_name} = {s.hyper_value:g} | {runs_cell} | " + " | ".join(cells) + " |")
     if claims:
         out += ["", "Claims (Do & Tran 2020, section 4):", ""]
-        out += [f"- **{c.key}** (Figure {c.figure}): {c.verdict}. {c.statement} Evidence: {c.evidence}" for c in claims]
+        out += [f"- **{c.key}** (Figure {c.figure}): {_verdict(c, pending)}. {c.statement} Evidence: {c.evidence}"
+                for c in claims]
     return "\n".join(out) + "\n"
+
+
+def _verdict(claim: Claim, pending: Collection[str]) -> str:
+    """The verdict, marked provisional where it rests on settings not yet complete (:meth:`Claim.pending_of`)."""
+    waiting = claim.pending_of(pending)
+    if not waiting:
+        return claim.verdict
+    return (f"{claim.verdict}, provisional ({len(waiting)} of the {len(claim.models)} settings it rests on "
+            f"{'is' if len(waiting) == 1 else 'are'} pending)")
 
 
 def _colour(family: str) -> str:
