@@ -264,6 +264,34 @@ def test_the_figures(tmp_path):
     assert plot_figures([], tmp_path / "none") == [] and not (tmp_path / "none").exists()
 
 
+def test_the_figures_draw_pending_settings_hollow():
+    """A pending setting's markers are hollow (face "none") in the per-setting and per-run panels, the others
+    filled in their family's colour; the panels say what hollow means only when something is pending."""
+    from matplotlib.colors import to_rgba
+
+    from factorbench.benchmark.experiments.do_tran_comparison import _per_setting, _scatter
+    from factorbench.benchmark.plots import pyplot
+
+    settings = _population(runs=2)
+    pending = {settings[0].model, settings[4].model}
+    fig, (left, right) = pyplot().subplots(1, 2)
+    _per_setting(left, settings, JEMMIG, pending)
+    _scatter(right, settings, JEMMIG, RMIG, pending)
+    faces = [bars.lines[0].get_markerfacecolor() for bars in left.containers]  # one errorbar per setting
+    assert len(faces) == len(settings)
+    assert [i for i, face in enumerate(faces) if face == "none"] == [0, 4]
+    assert to_rgba(faces[1]) == to_rgba("C0") and to_rgba(faces[5]) == to_rgba("C1")
+    hollow = [len(c.get_facecolors()) == 0 or c.get_facecolors()[0][3] == 0 for c in right.collections]
+    assert [i for i, h in enumerate(hollow) if h] == [0, 4]
+    assert left.get_title().endswith("; hollow: pending)") and right.get_legend().get_title().get_text() == "hollow: pending"
+    fig2, ax = pyplot().subplots()
+    _per_setting(ax, settings, JEMMIG)
+    assert "hollow" not in ax.get_title()
+    assert all(bars.lines[0].get_markerfacecolor() != "none" for bars in ax.containers)
+    pyplot().close(fig)
+    pyplot().close(fig2)
+
+
 def test_the_command_on_the_shipped_rows(capsys, tmp_path):
     assert main([]) == 0  # no run of do-tran-v1 is shipped yet
     assert capsys.readouterr().out == "No run of plan `do-tran-v1` is collected yet.\n"

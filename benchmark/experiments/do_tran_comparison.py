@@ -537,39 +537,51 @@ def _colour(family: str) -> str:
     return {FACTOR_VAE: "C0", BETA_VAE: "C1", AAE: "C2"}.get(family, "C7")
 
 
-def _per_setting(ax: Any, settings: Sequence[Setting], scalar: str) -> None:
-    """Mean ± standard error of ``scalar`` per setting, coloured by family."""
+def _face(setting: Setting, pending: Collection[str]) -> str:
+    """The marker's face: hollow ("none") for a pending setting, else its family's colour."""
+    return "none" if setting.model in pending else _colour(setting.family)
+
+
+def _pending_note(settings: Sequence[Setting], pending: Collection[str]) -> str:
+    return "; hollow: pending" if any(s.model in pending for s in settings) else ""
+
+
+def _per_setting(ax: Any, settings: Sequence[Setting], scalar: str, pending: Collection[str] = ()) -> None:
+    """Mean ± standard error of ``scalar`` per setting, coloured by family, hollow where pending."""
     for i, s in enumerate(settings):
         mean, se = mean_and_stderr(s.values.get(scalar, ()))
-        ax.errorbar([i], [mean], yerr=[0.0 if math.isnan(se) else se], fmt="o", color=_colour(s.family), capsize=3)
+        ax.errorbar([i], [mean], yerr=None if math.isnan(se) else [se], fmt="o", color=_colour(s.family),
+                    markerfacecolor=_face(s, pending), capsize=3)
     ax.set_xticks(range(len(settings)), [f"{s.family}\n{s.hyper_name}={s.hyper_value:g}" for s in settings],
                   rotation=60, ha="right", fontsize=7)
-    ax.set_title(f"{TABLE.get(scalar, scalar)} ({_direction(settings, scalar)} is better)", fontsize=9)
+    ax.set_title(f"{TABLE.get(scalar, scalar)} ({_direction(settings, scalar)} is better"
+                 f"{_pending_note(settings, pending)})", fontsize=9)
 
 
-def _scatter(ax: Any, settings: Sequence[Setting], x: str, y: str) -> None:
-    """``y`` against ``x`` per run, coloured by family."""
+def _scatter(ax: Any, settings: Sequence[Setting], x: str, y: str, pending: Collection[str] = ()) -> None:
+    """``y`` against ``x`` per run, coloured by family, hollow where the setting is pending."""
     seen = set()
     for s in settings:
         xs, ys = np.asarray(s.values.get(x, ()), dtype=float), np.asarray(s.values.get(y, ()), dtype=float)
         n = min(len(xs), len(ys))
-        ax.scatter(xs[:n], ys[:n], s=14, color=_colour(s.family),
+        ax.scatter(xs[:n], ys[:n], s=14, edgecolors=_colour(s.family), facecolors=_face(s, pending),
                    label=None if s.family in seen else _FAMILY_NAMES.get(s.family, s.family))
         seen.add(s.family)
     ax.set_xlabel(TABLE.get(x, x), fontsize=8)
     ax.set_ylabel(TABLE.get(y, y), fontsize=8)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, title=_pending_note(settings, pending).lstrip("; ") or None, title_fontsize=7)
 
 
 #: the files :func:`plot_figures` writes
 FIGURES = ("fig5.png", "fig6.png", "fig7.png", "fig8.png")
 
 
-def plot_figures(settings: Sequence[Setting], directory: str | Path) -> list[Path]:
+def plot_figures(settings: Sequence[Setting], directory: str | Path, pending: Collection[str] = ()) -> list[Path]:
     """The counterparts of Do & Tran's Figures 5-8 as PNGs in ``directory`` (:data:`FIGURES`): ``fig5.png``
     (JEMMIG and RMIG per setting, JEMMIG against RMIG per run), ``fig6.png`` (DCI D, C and I against JEMMIG
     and RMIG per run), ``fig7.png`` (D, C and I per setting), ``fig8.png`` (modularity per setting and
-    against JEMMIG). Nothing is drawn without settings."""
+    against JEMMIG). The settings of ``pending`` (models whose runs are seeds of entries not yet complete) are
+    drawn hollow, and the panels say so. Nothing is drawn without settings."""
     if not settings:
         return []
     from ..plots import pyplot
@@ -585,22 +597,22 @@ def plot_figures(settings: Sequence[Setting], directory: str | Path) -> list[Pat
         paths.append(save_figure(fig, directory / name, dpi=100))
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    _per_setting(axes[0], settings, JEMMIG)
-    _per_setting(axes[1], settings, RMIG)
-    _scatter(axes[2], settings, JEMMIG, RMIG)
+    _per_setting(axes[0], settings, JEMMIG, pending)
+    _per_setting(axes[1], settings, RMIG, pending)
+    _scatter(axes[2], settings, JEMMIG, RMIG, pending)
     save(fig, "fig5.png")
     fig, axes = plt.subplots(2, 3, figsize=(13, 8))
     for row, x in enumerate((JEMMIG, RMIG)):
         for col, y in enumerate((DISENTANGLEMENT, COMPLETENESS, INFORMATIVENESS)):
-            _scatter(axes[row, col], settings, x, y)
+            _scatter(axes[row, col], settings, x, y, pending)
     save(fig, "fig6.png")
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
     for ax, scalar in zip(axes, (DISENTANGLEMENT, COMPLETENESS, INFORMATIVENESS)):
-        _per_setting(ax, settings, scalar)
+        _per_setting(ax, settings, scalar, pending)
     save(fig, "fig7.png")
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    _scatter(axes[0], settings, JEMMIG, MODULARITY)
-    _per_setting(axes[1], settings, MODULARITY)
+    _scatter(axes[0], settings, JEMMIG, MODULARITY, pending)
+    _per_setting(axes[1], settings, MODULARITY, pending)
     save(fig, "fig8.png")
     return paths
 
@@ -631,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = settings_of(results, args.plan)
     print(format_report(settings, check_claims(settings), plan=args.plan, pending=set(pending)), end="")
     if args.plot:
-        for path in plot_figures(settings, args.plot):
+        for path in plot_figures(settings, args.plot, pending=set(pending)):
             print(f"wrote {path}")
     return 0
 
