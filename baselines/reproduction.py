@@ -184,8 +184,7 @@ def _do_tran_section(sources: "_Sources") -> str:
     (:mod:`factorbench.benchmark.experiments.do_tran_comparison`)."""
     from factorbench.benchmark.experiments import do_tran_comparison as dt
 
-    pending = sources.pending(dt.PLAN, dt.PROTOCOL)
-    settings = dt.settings_of(dt.results_with_pending(sources.protocol(dt.PROTOCOL), pending), dt.PLAN)
+    settings, claims, pending = sources.do_tran()
     return "\n".join([
         "### dSprites (Do & Tran Figures 5-8)", "",
         f"Protocol `{dt.PROTOCOL}`, the encoders of `{dt.PLAN}` (FactorVAE gamma 10-100, beta-VAE beta 1-50, the AAE; "
@@ -196,7 +195,7 @@ def _do_tran_section(sources: "_Sources") -> str:
         f"counts only settings with at least {dt.MIN_RUNS} runs; a claim across runs (Figures 5c and 6) can be "
         "judged on one seed per setting. Their Figure 6 uses lasso "
         "classifiers without the shape factor; `dsprites-dci-v1` uses forest regressors on all five factors.", "",
-        dt.format_report(settings, dt.check_claims(settings), pending=set(pending)).rstrip()])
+        dt.format_report(settings, claims, pending=pending).rstrip()])
 
 
 #: the plans whose dSprites encoders the IRS table lists, and the scalars beside IRS
@@ -371,6 +370,7 @@ class _Sources:
         self._published: dict[str, dict[str, Any]] = {}
         self._meta: dict[str, Any] = {}
         self._precision: dict[str, Any] = {}
+        self._do_tran: tuple[list[Any], list[Any], set[str]] | None = None
 
     def protocol(self, protocol: str) -> Mapping[str, Sequence[EvaluationResult]]:
         """The validated reference results of ``protocol``, read once (none where its folder is missing)."""
@@ -405,6 +405,17 @@ class _Sources:
             self._meta[protocol] = meta_evaluate_protocol(protocol, results, companion, n_boot=META_N_BOOT) \
                 if sum(len(runs) for runs in results.values()) >= 3 else None
         return self._meta[protocol]
+
+    def do_tran(self) -> tuple[list[Any], list[Any], set[str]]:
+        """Do & Tran's settings (the collected and pending runs of their plan), their claims checked, and the
+        pending models (:mod:`factorbench.benchmark.experiments.do_tran_comparison`), computed once."""
+        from factorbench.benchmark.experiments import do_tran_comparison as dt
+
+        if self._do_tran is None:
+            pending = self.pending(dt.PLAN, dt.PROTOCOL)
+            settings = dt.settings_of(dt.results_with_pending(self.protocol(dt.PROTOCOL), pending), dt.PLAN)
+            self._do_tran = (settings, dt.check_claims(settings), set(pending))
+        return self._do_tran
 
     def precision(self, protocol: str) -> Any:
         """The precision effect of the collected replicates of ``protocol`` against the reference rows
@@ -472,7 +483,12 @@ def render_value(expression: str, sources: _Sources) -> str:
       of encoders it is over (``~`` in METRIC stands for a space);
     - ``precision PROTOCOL FIELD``: a count of the precision replicates' comparison (:data:`PRECISION_PLAN`):
       ``models`` collected, ``planned``, ``scalars``, ``fragile`` scalars, ``pairs`` (model, scalar),
-      ``bitequal`` pairs, ``positive`` shifts."""
+      ``bitequal`` pairs, ``positive`` shifts;
+    - ``claim KEY verdict``: the verdict of Do & Tran's claim KEY (:func:`~factorbench.benchmark.experiments.
+      do_tran_comparison.check_claims`), ", provisional" added where it rests on pending settings;
+      ``claim KEY NAME mN``: a number of its evidence (``Claim.numbers``, ``~`` for a space in NAME);
+    - ``claims FIELD``: how many of Do & Tran's claims there are (``total``), are ``judged`` (not "too few
+      runs"), ``reproduced``, and ``provisional`` (judged on pending settings)."""
     parts = expression.split()
     try:
         if parts[0] == "ours" and len(parts) == 5:
@@ -521,6 +537,18 @@ def render_value(expression: str, sources: _Sources) -> str:
             if field not in counts:
                 raise ValueError(f"field {field!r} is not one of {', '.join(counts)}")
             return str(counts[field])
+        elif parts[0] == "claim" and len(parts) in (3, 4):
+            return _claim_value(parts[1], parts[2:], sources)
+        elif parts[0] == "claims" and len(parts) == 2:
+            from factorbench.benchmark.experiments.do_tran_comparison import REPRODUCED, TOO_FEW
+
+            _, claims, pending = sources.do_tran()
+            counts = {"total": len(claims), "judged": sum(c.verdict != TOO_FEW for c in claims),
+                      "reproduced": sum(c.verdict == REPRODUCED for c in claims),
+                      "provisional": sum(bool(c.pending_of(pending)) for c in claims)}
+            if parts[1] not in counts:
+                raise ValueError(f"field {parts[1]!r} is not one of {', '.join(counts)}")
+            return str(counts[parts[1]])
         elif parts[0] == "gap" and len(parts) in (6, 7):
             _, protocol, model, key, name, table, *paper_model = parts
             values = _values(sources.runs(protocol, model), key)
@@ -534,7 +562,28 @@ def render_value(expression: str, sources: _Sources) -> str:
         raise FactorbenchError(f"prose number <!--={expression}-->: {exc}") from None
     raise FactorbenchError(f"prose number <!--={expression}-->: not one of 'ours PROTOCOL MODEL KEY FORMAT', "
                            "'paper FILE TABLE MODEL KEY FORMAT', 'gap PROTOCOL MODEL KEY FILE TABLE [PAPER_MODEL]', "
-                           "'rho PROTOCOL TARGET METRIC SETTING FORMAT', 'precision PROTOCOL FIELD'")
+                           "'rho PROTOCOL TARGET METRIC SETTING FORMAT', 'precision PROTOCOL FIELD', "
+                           "'claim KEY verdict', 'claim KEY NAME FORMAT', 'claims FIELD'")
+
+
+def _claim_value(key: str, rest: Sequence[str], sources: "_Sources") -> str:
+    """``claim KEY verdict`` or ``claim KEY NAME mN`` of :func:`render_value`."""
+    _, claims, pending = sources.do_tran()
+    claim = next((c for c in claims if c.key == key), None)
+    if claim is None:
+        raise FactorbenchError(f"the prose cites Do & Tran's claim {key!r}, not one of "
+                               + ", ".join(c.key for c in claims))
+    if list(rest) == ["verdict"]:
+        return claim.verdict + (", provisional" if claim.pending_of(pending) else "")
+    if len(rest) != 2:
+        raise ValueError(f"'claim {key}' takes 'verdict' or 'NAME FORMAT'")
+    name, fmt = rest[0].replace("~", " "), rest[1]
+    if name not in claim.numbers:
+        raise FactorbenchError(f"the prose cites {name!r} of Do & Tran's claim {key}, whose evidence ({claim.verdict}) "
+                               "gives " + (", ".join(map(repr, claim.numbers)) or "no number"))
+    if not fmt.startswith("m"):
+        raise ValueError(f"format {fmt!r} is not mN")
+    return f"{claim.numbers[name]:.{_digits(fmt, 'm')}f}"
 
 
 def render_prose(text: str, reference_dir: Path | None = None, sources: "_Sources | None" = None) -> str:

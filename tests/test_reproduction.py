@@ -196,6 +196,44 @@ def test_prose_numbers_are_generated_once_from_full_precision_and_checked(tmp_pa
     assert "<!--=ours square-lsbd-v1 vae d_lsbd.sum ms2-->" in (ROOT / "REPRODUCTION.md").read_text()
 
 
+def test_prose_cites_do_and_trans_claims_with_their_provisional_mark():
+    """``claim KEY verdict`` is the claim's verdict, ", provisional" where it rests on pending settings;
+    ``claim KEY NAME mN`` a number of its evidence; ``claims FIELD`` counts them."""
+    from factorbench.baselines.reproduction import _Sources, render_value
+    from factorbench.benchmark.experiments.do_tran_comparison import Setting, check_claims
+    from factorbench.generators.errors import FactorbenchError
+
+    keys = ("do_tran.jemmig", "do_tran.rmig", "dci.disentanglement", "dci.completeness", "dci.informativeness")
+    rows = {("factor-vae", "gamma", 10): (0.5, 0.5, 0.2, 0.2, 0.2), ("factor-vae", "gamma", 20): (0.4, 0.6, 0.3, 0.1, 0.1),
+            ("beta-vae", "beta", 1): (0.9, 0.1, 0.4, 0.4, 0.4), ("beta-vae", "beta", 4): (0.8, 0.2, 0.1, 0.3, 0.3)}
+    settings = [Setting(f, h, float(v), f"{f}.{h}-{v}", {k: (x,) for k, x in zip(keys, row)})
+                for (f, h, v), row in rows.items()]
+    claims = check_claims(settings)
+    sources = _Sources(None)
+    sources._do_tran = (settings, claims, {"factor-vae.gamma-10"})
+    # JEMMIG and RMIG are exactly reversed over the four runs: rho = -1, agreement reproduced
+    assert render_value("claim jemmig-rmig-agree verdict", sources) == "reproduced, provisional"
+    assert render_value("claim jemmig-rmig-agree rho m2", sources) == "-1.00"
+    assert render_value("claim jemmig-rmig-agree runs m0", sources) == "4"
+    # every FactorVAE run beats every beta-VAE run by JEMMIG and RMIG; by D one of four pairs
+    assert render_value("claim dc-do-not-separate JEMMIG m2", sources) == "1.00"
+    assert render_value("claim dc-do-not-separate D m2", sources) == "0.50"
+    assert render_value("claim factorvae-beats-betavae verdict", sources) == "too few runs"  # one run a setting
+    counts = {f: render_value(f"claims {f}", sources) for f in ("total", "judged", "reproduced", "provisional")}
+    assert counts == {"total": "7", "judged": "3", "reproduced": str(sum(c.verdict == "reproduced" for c in claims)),
+                      "provisional": "3"}
+    sources._do_tran = (settings, claims, {"aae.gz-10"})  # a pending setting no claim rests on
+    assert render_value("claim jemmig-rmig-agree verdict", sources) == "reproduced"
+    assert render_value("claims provisional", sources) == "0"
+    for bad, message in [("claim no-such-claim verdict", "not one of factorvae-beats-betavae"),
+                         ("claim jemmig-rmig-agree nothing m2", "gives 'rho', 'runs'"),
+                         ("claim factorvae-beats-betavae JEMMIG~worst~factor-vae m2", "gives no number"),
+                         ("claim jemmig-rmig-agree rho x2", "is not mN"), ("claims everything", "not one of total"),
+                         ("claim jemmig-rmig-agree", "not one of")]:
+        with pytest.raises(FactorbenchError, match=message):
+            render_value(bad, sources)
+
+
 def test_the_cost_table_covers_every_job_and_is_up_to_date():
     from factorbench.baselines.costs import job_costs, update_costs
     from factorbench.baselines.plan import expand, load_plan
