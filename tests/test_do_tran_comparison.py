@@ -245,9 +245,10 @@ def test_the_report():
     assert ("| family | hyperparameter | runs | JEMMIG ↓ | RMIG ↑ | DCI D ↑ | DCI C ↑ | DCI I (error) ↓ | modularity ↑ "
             "| WSEPIN ↑ | MISJED ↓ |") in report
     assert report.count(" | n/a |") == 10  # no run of the population has MISJED
+    assert "\nn/a: no run of the setting has the metric; a result file says why under `skipped`" in report
     misjed = [Setting(s.family, s.hyper_name, s.hyper_value, s.model, {**s.values, "do_tran.misjed": (0.2, 0.4)})
               for s in settings[:1]]
-    assert format_report(misjed, []).rstrip().endswith("| 1.000 ± 0.006 | 0.300 ± 0.100 |")
+    assert format_report(misjed, []).rstrip().endswith("| 1.000 ± 0.006 | 0.300 ± 0.100 |")  # no n/a: no note
     se = np.std(OFFSETS, ddof=1) / 2
     assert f"| factor-vae | gamma = 10 | 4 | 0.550 ± {se:.3f} | 0.400 ± {se:.3f} |" in report
     assert "| aae | gz = 10 | 4 |" in report

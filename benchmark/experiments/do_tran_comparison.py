@@ -516,6 +516,9 @@ def format_report(settings: Sequence[Setting], claims: Sequence[Claim], plan: st
             cells.append("n/a" if math.isnan(mean) else f"{mean:.3f}" + ("" if math.isnan(se) else f" ± {se:.3f}"))
         runs_cell = f"{s.runs}, pending" if s.model in pending else str(s.runs)
         out.append(f"| {s.family} | {s.hyper_name} = {s.hyper_value:g} | {runs_cell} | " + " | ".join(cells) + " |")
+    if any(math.isnan(s.mean(scalar)) for s in settings for scalar in TABLE):
+        out += ["", "n/a: no run of the setting has the metric; a result file says why under `skipped` (WSEPIN needs a "
+                    "Gaussian posterior, which the AAE's deterministic encoder does not give)."]
     if claims:
         out += ["", "Claims (Do & Tran 2020, section 4):", ""]
         out += [f"- **{c.key}** (Figure {c.figure}): {_verdict(c, pending)}. {c.statement} Evidence: {c.evidence}"
