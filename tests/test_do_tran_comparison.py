@@ -243,7 +243,7 @@ def test_the_report():
     settings = _population()
     report = format_report(settings, check_claims(settings))
     assert ("| family | hyperparameter | runs | JEMMIG ↓ | RMIG ↑ | DCI D ↑ | DCI C ↑ | DCI I (error) ↓ | modularity ↑ "
-            "| WSEPIN ↑ | MISJED ↓ |") in report
+            "| WSEPIN (nats) ↑ | MISJED ↓ |") in report
     assert report.count(" | n/a |") == 10  # no run of the population has MISJED
     assert "\nn/a: no run of the setting has the metric; a result file says why under `skipped`" in report
     misjed = [Setting(s.family, s.hyper_name, s.hyper_value, s.model, {**s.values, "do_tran.misjed": (0.2, 0.4)})

@@ -77,7 +77,7 @@ DISENTANGLEMENT, COMPLETENESS, INFORMATIVENESS = "dci.disentanglement", "dci.com
 MODULARITY, WSEPIN, MISJED = "modularity.score", "wsepin.wsepin", "do_tran.misjed"
 #: the columns of :func:`format_report`, with their labels
 TABLE = {JEMMIG: "JEMMIG", RMIG: "RMIG", DISENTANGLEMENT: "DCI D", COMPLETENESS: "DCI C",
-         INFORMATIVENESS: "DCI I (error)", MODULARITY: "modularity", WSEPIN: "WSEPIN", MISJED: "MISJED"}
+         INFORMATIVENESS: "DCI I (error)", MODULARITY: "modularity", WSEPIN: "WSEPIN (nats)", MISJED: "MISJED"}
 #: directions used where no run carries one (``dsprites-dci-v1`` records them with every run)
 DIRECTIONS = {JEMMIG: "lower", RMIG: "higher", DISENTANGLEMENT: "higher", COMPLETENESS: "higher",
               INFORMATIVENESS: "lower", MODULARITY: "higher", WSEPIN: "higher", MISJED: "lower"}
