@@ -517,8 +517,8 @@ def format_report(settings: Sequence[Setting], claims: Sequence[Claim], plan: st
         runs_cell = f"{s.runs}, pending" if s.model in pending else str(s.runs)
         out.append(f"| {s.family} | {s.hyper_name} = {s.hyper_value:g} | {runs_cell} | " + " | ".join(cells) + " |")
     if any(math.isnan(s.mean(scalar)) for s in settings for scalar in TABLE):
-        out += ["", "n/a: no run of the setting has the metric; a result file says why under `skipped` (WSEPIN needs a "
-                    "Gaussian posterior, which the AAE's deterministic encoder does not give)."]
+        out += ["", "n/a: no run of the setting has the metric; a result file says why under `skipped` (in `do-tran-v1`: "
+                    "WSEPIN, which needs a Gaussian posterior, for the AAE's deterministic codes)."]
     if claims:
         out += ["", "Claims (Do & Tran 2020, section 4):", ""]
         out += [f"- **{c.key}** (Figure {c.figure}): {_verdict(c, pending)}. {c.statement} Evidence: {c.evidence}"
