@@ -574,7 +574,9 @@ def _claim_value(key: str, rest: Sequence[str], sources: "_Sources") -> str:
         raise FactorbenchError(f"the prose cites Do & Tran's claim {key!r}, not one of "
                                + ", ".join(c.key for c in claims))
     if list(rest) == ["verdict"]:
-        return claim.verdict + (", provisional" if claim.pending_of(pending) else "")
+        from factorbench.benchmark.experiments.do_tran_comparison import verdict_text
+
+        return verdict_text(claim, pending, counts=False)
     if len(rest) != 2:
         raise ValueError(f"'claim {key}' takes 'verdict' or 'NAME FORMAT'")
     name, fmt = rest[0].replace("~", " "), rest[1]

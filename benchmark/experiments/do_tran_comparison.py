@@ -66,7 +66,7 @@ from factorbench.generators.outputs import check_input_dir, check_new_files, che
 __all__ = ["AUC_DOES_NOT_SEPARATE", "AUC_SEPARATES", "Claim", "FIGURES", "HIGH_BETA", "MIN_RUNS", "MIN_SETTINGS", "PLAN",
            "PROTOCOL", "RHO_AGREE", "RHO_BETA", "RHO_CORRELATED", "Setting", "check_claims", "format_report",
            "main", "mean_and_stderr", "parse_entry", "pending_dir", "pending_results", "plot_figures",
-           "results_with_pending", "separation_auc", "settings_of"]
+           "results_with_pending", "separation_auc", "settings_of", "verdict_text"]
 
 PLAN = "do-tran-v1"
 PROTOCOL = "dsprites-dci-v1"
@@ -509,28 +509,33 @@ def format_report(settings: Sequence[Setting], claims: Sequence[Claim], plan: st
     out.append("| family | hyperparameter | runs | " + " | ".join(
         label + arrows.get(_direction(settings, scalar), "") for scalar, label in TABLE.items()) + " |")
     out.append("|---|---|---|" + "---|" * len(TABLE))
+    missing = False  # a cell without a value: the note under the table says why
     for s in settings:
         cells = []
         for scalar in TABLE:
             mean, se = mean_and_stderr(s.values.get(scalar, ()))
+            missing |= math.isnan(mean)
             cells.append("n/a" if math.isnan(mean) else f"{mean:.3f}" + ("" if math.isnan(se) else f" ± {se:.3f}"))
         runs_cell = f"{s.runs}, pending" if s.model in pending else str(s.runs)
         out.append(f"| {s.family} | {s.hyper_name} = {s.hyper_value:g} | {runs_cell} | " + " | ".join(cells) + " |")
-    if any(math.isnan(s.mean(scalar)) for s in settings for scalar in TABLE):
+    if missing:
         out += ["", "n/a: no run of the setting has the metric; a result file says why under `skipped` (in `do-tran-v1`: "
                     "WSEPIN, which needs a Gaussian posterior, for the AAE's deterministic codes)."]
     if claims:
         out += ["", "Claims (Do & Tran 2020, section 4):", ""]
-        out += [f"- **{c.key}** (Figure {c.figure}): {_verdict(c, pending)}. {c.statement} Evidence: {c.evidence}"
+        out += [f"- **{c.key}** (Figure {c.figure}): {verdict_text(c, pending)}. {c.statement} Evidence: {c.evidence}"
                 for c in claims]
     return "\n".join(out) + "\n"
 
 
-def _verdict(claim: Claim, pending: Collection[str]) -> str:
-    """The verdict, marked provisional where it rests on settings not yet complete (:meth:`Claim.pending_of`)."""
+def verdict_text(claim: Claim, pending: Collection[str], counts: bool = True) -> str:
+    """The verdict, marked ", provisional" where it rests on settings not yet complete (:meth:`Claim.pending_of`),
+    with how many of them (``counts``) or without."""
     waiting = claim.pending_of(pending)
     if not waiting:
         return claim.verdict
+    if not counts:
+        return f"{claim.verdict}, provisional"
     return (f"{claim.verdict}, provisional ({len(waiting)} of the {len(claim.models)} settings it rests on "
             f"{'is' if len(waiting) == 1 else 'are'} pending)")
 
@@ -545,8 +550,9 @@ def _face(setting: Setting, pending: Collection[str]) -> str:
     return "none" if setting.model in pending else _colour(setting.family)
 
 
-def _pending_note(settings: Sequence[Setting], pending: Collection[str]) -> str:
-    return "; hollow: pending" if any(s.model in pending for s in settings) else ""
+def _pending_note(settings: Sequence[Setting], pending: Collection[str]) -> str | None:
+    """What a hollow marker means, where any setting drawn is pending."""
+    return "hollow: pending" if any(s.model in pending for s in settings) else None
 
 
 def _per_setting(ax: Any, settings: Sequence[Setting], scalar: str, pending: Collection[str] = ()) -> None:
@@ -557,8 +563,9 @@ def _per_setting(ax: Any, settings: Sequence[Setting], scalar: str, pending: Col
                     markerfacecolor=_face(s, pending), capsize=3)
     ax.set_xticks(range(len(settings)), [f"{s.family}\n{s.hyper_name}={s.hyper_value:g}" for s in settings],
                   rotation=60, ha="right", fontsize=7)
-    ax.set_title(f"{TABLE.get(scalar, scalar)} ({_direction(settings, scalar)} is better"
-                 f"{_pending_note(settings, pending)})", fontsize=9)
+    note = _pending_note(settings, pending)
+    ax.set_title(f"{TABLE.get(scalar, scalar)} ({_direction(settings, scalar)} is better{'; ' + note if note else ''})",
+                 fontsize=9)
 
 
 def _scatter(ax: Any, settings: Sequence[Setting], x: str, y: str, pending: Collection[str] = ()) -> None:
@@ -572,7 +579,7 @@ def _scatter(ax: Any, settings: Sequence[Setting], x: str, y: str, pending: Coll
         seen.add(s.family)
     ax.set_xlabel(TABLE.get(x, x), fontsize=8)
     ax.set_ylabel(TABLE.get(y, y), fontsize=8)
-    ax.legend(fontsize=7, title=_pending_note(settings, pending).lstrip("; ") or None, title_fontsize=7)
+    ax.legend(fontsize=7, title=_pending_note(settings, pending), title_fontsize=7)
 
 
 #: the files :func:`plot_figures` writes
