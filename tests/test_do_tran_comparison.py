@@ -407,7 +407,8 @@ def test_the_command_reads_pending_seeds(capsys, tmp_path, monkeypatch):
     assert "10 settings of plan `do-tran-v1`, 10 runs" in out and out.count(", pending |") == 4
     # the pending seeds are the four FactorVAE settings: the three claims across runs rest on them
     assert out.count(": reproduced, provisional (") == 3
-    out = capsys.readouterr().out if main([]) == 0 else ""
+    assert main([]) == 0
+    out = capsys.readouterr().out
     assert "6 settings of plan `do-tran-v1`, 6 runs" in out and "provisional" not in out  # no FactorVAE: too few
     monkeypatch.setattr(module, "pending_dir", lambda plan=module.PLAN, protocol=module.PROTOCOL: tmp_path / "none")
     assert main(["--pending"]) == 0 and ", pending |" not in capsys.readouterr().out
