@@ -270,7 +270,7 @@ def test_the_figures_draw_pending_settings_hollow():
     filled in their family's colour; the panels say what hollow means only when something is pending."""
     from matplotlib.colors import to_rgba
 
-    from factorbench.benchmark.experiments.do_tran_comparison import _per_setting, _scatter
+    from factorbench.benchmark.experiments.do_tran_comparison import _FAMILY_NAMES, _colour, _per_setting, _scatter
     from factorbench.benchmark.plots import pyplot
 
     settings = _population(runs=2)
@@ -285,6 +285,12 @@ def test_the_figures_draw_pending_settings_hollow():
     hollow = [len(c.get_facecolors()) == 0 or c.get_facecolors()[0][3] == 0 for c in right.collections]
     assert [i for i, h in enumerate(hollow) if h] == [0, 4]
     assert left.get_title().endswith("; hollow: pending)") and right.get_legend().get_title().get_text() == "hollow: pending"
+    # the legend's markers are filled in the family's colour even where the family's first setting is pending
+    legend = right.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == sorted({_FAMILY_NAMES[s.family] for s in settings},
+                                                                 key=[_FAMILY_NAMES[s.family] for s in settings].index)
+    assert all(h.get_markerfacecolor() != "none" for h in legend.legend_handles)
+    assert to_rgba(legend.legend_handles[0].get_markerfacecolor()) == to_rgba(_colour(settings[0].family))
     fig2, ax = pyplot().subplots()
     _per_setting(ax, settings, JEMMIG)
     assert "hollow" not in ax.get_title()

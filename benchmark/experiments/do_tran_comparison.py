@@ -569,17 +569,23 @@ def _per_setting(ax: Any, settings: Sequence[Setting], scalar: str, pending: Col
 
 
 def _scatter(ax: Any, settings: Sequence[Setting], x: str, y: str, pending: Collection[str] = ()) -> None:
-    """``y`` against ``x`` per run, coloured by family, hollow where the setting is pending."""
-    seen = set()
+    """``y`` against ``x`` per run, coloured by family, hollow where the setting is pending. The legend has
+    one filled marker per family drawn, whichever of its settings are pending (the title says what hollow
+    means)."""
+    from matplotlib.lines import Line2D
+
+    families: list[str] = []
     for s in settings:
         xs, ys = np.asarray(s.values.get(x, ()), dtype=float), np.asarray(s.values.get(y, ()), dtype=float)
         n = min(len(xs), len(ys))
-        ax.scatter(xs[:n], ys[:n], s=14, edgecolors=_colour(s.family), facecolors=_face(s, pending),
-                   label=None if s.family in seen else _FAMILY_NAMES.get(s.family, s.family))
-        seen.add(s.family)
+        ax.scatter(xs[:n], ys[:n], s=14, edgecolors=_colour(s.family), facecolors=_face(s, pending))
+        if s.family not in families:
+            families.append(s.family)
     ax.set_xlabel(TABLE.get(x, x), fontsize=8)
     ax.set_ylabel(TABLE.get(y, y), fontsize=8)
-    ax.legend(fontsize=7, title=_pending_note(settings, pending), title_fontsize=7)
+    handles = [Line2D([], [], linestyle="none", marker="o", markersize=5, color=_colour(f),
+                      label=_FAMILY_NAMES.get(f, f)) for f in families]
+    ax.legend(handles=handles, fontsize=7, title=_pending_note(settings, pending), title_fontsize=7)
 
 
 #: the files :func:`plot_figures` writes
