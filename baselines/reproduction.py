@@ -193,9 +193,11 @@ def _do_tran_section(sources: "_Sources") -> str:
         "`python -m factorbench.benchmark.experiments.do_tran_comparison --pending` prints it and "
         "`--plot DIR` draws the figures; the module states how each claim is read. A claim on setting means "
         f"counts only settings with at least {dt.MIN_RUNS} runs; a claim across runs (Figures 5c and 6) can be "
-        "judged on one seed per setting. Their Figure 6 uses lasso "
+        "judged on one seed per setting. A judged claim's stability is the share of "
+        f"{dt.STABILITY_RESAMPLES:,} bootstrap draws of every setting's runs that keep its verdict "
+        "(`verdict_stability`). Their Figure 6 uses lasso "
         "classifiers without the shape factor; `dsprites-dci-v1` uses forest regressors on all five factors.", "",
-        dt.format_report(settings, claims, pending=pending).rstrip()])
+        dt.format_report(settings, claims, pending=pending, stability=sources.do_tran_stability()).rstrip()])
 
 
 #: the plans whose dSprites encoders the IRS table lists, and the scalars beside IRS
@@ -371,6 +373,7 @@ class _Sources:
         self._meta: dict[str, Any] = {}
         self._precision: dict[str, Any] = {}
         self._do_tran: tuple[list[Any], list[Any], set[str]] | None = None
+        self._do_tran_stability: dict[str, float] | None = None
 
     def protocol(self, protocol: str) -> Mapping[str, Sequence[EvaluationResult]]:
         """The validated reference results of ``protocol``, read once (none where its folder is missing)."""
@@ -416,6 +419,15 @@ class _Sources:
             settings = dt.settings_of(dt.results_with_pending(self.protocol(dt.PROTOCOL), pending), dt.PLAN)
             self._do_tran = (settings, dt.check_claims(settings), set(pending))
         return self._do_tran
+
+    def do_tran_stability(self) -> dict[str, float]:
+        """:func:`~factorbench.benchmark.experiments.do_tran_comparison.verdict_stability` of :meth:`do_tran`'s
+        settings (its default draws and seed), computed once."""
+        from factorbench.benchmark.experiments import do_tran_comparison as dt
+
+        if self._do_tran_stability is None:
+            self._do_tran_stability = dt.verdict_stability(self.do_tran()[0])
+        return self._do_tran_stability
 
     def precision(self, protocol: str) -> Any:
         """The precision effect of the collected replicates of ``protocol`` against the reference rows
@@ -487,6 +499,8 @@ def render_value(expression: str, sources: _Sources) -> str:
     - ``claim KEY verdict``: the verdict of Do & Tran's claim KEY (:func:`~factorbench.benchmark.experiments.
       do_tran_comparison.check_claims`), ", provisional" added where it rests on pending settings;
       ``claim KEY NAME mN``: a number of its evidence (``Claim.numbers``, ``~`` for a space in NAME);
+      ``claim KEY stability``: the percentage of bootstrap draws of the settings' runs that keep its verdict
+      (:func:`~factorbench.benchmark.experiments.do_tran_comparison.verdict_stability`);
     - ``claims FIELD``: how many of Do & Tran's claims there are (``total``), are ``judged`` (not "too few
       runs"), ``reproduced``, and ``provisional`` (judged on pending settings)."""
     parts = expression.split()
@@ -563,7 +577,7 @@ def render_value(expression: str, sources: _Sources) -> str:
     raise FactorbenchError(f"prose number <!--={expression}-->: not one of 'ours PROTOCOL MODEL KEY FORMAT', "
                            "'paper FILE TABLE MODEL KEY FORMAT', 'gap PROTOCOL MODEL KEY FILE TABLE [PAPER_MODEL]', "
                            "'rho PROTOCOL TARGET METRIC SETTING FORMAT', 'precision PROTOCOL FIELD', "
-                           "'claim KEY verdict', 'claim KEY NAME FORMAT', 'claims FIELD'")
+                           "'claim KEY verdict', 'claim KEY stability', 'claim KEY NAME FORMAT', 'claims FIELD'")
 
 
 def _claim_value(key: str, rest: Sequence[str], sources: "_Sources") -> str:
@@ -577,8 +591,14 @@ def _claim_value(key: str, rest: Sequence[str], sources: "_Sources") -> str:
         from factorbench.benchmark.experiments.do_tran_comparison import verdict_text
 
         return verdict_text(claim, pending, counts=False)
+    if list(rest) == ["stability"]:
+        stability = sources.do_tran_stability()
+        if key not in stability:
+            raise FactorbenchError(f"the prose cites the stability of Do & Tran's claim {key}, which has none "
+                                   f"({claim.verdict})")
+        return f"{stability[key]:.0%}"
     if len(rest) != 2:
-        raise ValueError(f"'claim {key}' takes 'verdict' or 'NAME FORMAT'")
+        raise ValueError(f"'claim {key}' takes 'verdict', 'stability' or 'NAME FORMAT'")
     name, fmt = rest[0].replace("~", " "), rest[1]
     if name not in claim.numbers:
         raise FactorbenchError(f"the prose cites {name!r} of Do & Tran's claim {key}, whose evidence ({claim.verdict}) "

@@ -13,7 +13,8 @@ from scipy.stats import mannwhitneyu, spearmanr
 
 from factorbench.benchmark.experiments.do_tran_comparison import (DIRECTIONS, Setting, check_claims, format_report,
                                                                    main, mean_and_stderr, parse_entry, plot_figures,
-                                                                   results_with_pending, separation_auc, settings_of)
+                                                                   resample_runs, results_with_pending, separation_auc,
+                                                                   settings_of, verdict_stability)
 from factorbench.generators.errors import FactorbenchError
 
 JEMMIG, RMIG, D, C, I = ("do_tran.jemmig", "do_tran.rmig", "dci.disentanglement", "dci.completeness",
@@ -328,6 +329,7 @@ def test_the_command_on_collected_runs(capsys, tmp_path, monkeypatch):
     out = capsys.readouterr().out
     assert seen == [("dsprites-dci-v1", None, ["mine.json"])]
     assert "10 settings of plan `do-tran-v1`, 40 runs" in out and out.count(": reproduced. ") == 7
+    assert out.count(" Stability: the same verdict in ") == 7 and "of 1,000 bootstrap draws" in out
     assert f"wrote {tmp_path / 'figures' / 'fig8.png'}" in out
 
 
@@ -422,3 +424,64 @@ def test_the_command_reads_pending_seeds(capsys, tmp_path, monkeypatch):
     assert main(["--pending"]) == 0 and capsys.readouterr().out.count(", pending |") == 4
     assert main(["--pending", str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err == f"error: --pending {tmp_path / 'missing'}: no such folder\n"
+
+
+def test_resampled_runs_stay_whole():
+    """A resampled setting takes whole runs: every scalar of a row, and its seed, from the same run."""
+    setting = Setting("beta-vae", "beta", 4.0, "beta-vae.beta-4", {JEMMIG: (0.1, 0.2, 0.3), RMIG: (1.0, 2.0, 3.0)},
+                      seeds=(5, 6, 7))
+    drawn = resample_runs(setting, [2, 2, 0])
+    assert drawn.values == {JEMMIG: (0.3, 0.3, 0.1), RMIG: (3.0, 3.0, 1.0)} and drawn.seeds == (7, 7, 5)
+    assert (drawn.family, drawn.hyper_value, drawn.model, drawn.runs) == ("beta-vae", 4.0, "beta-vae.beta-4", 3)
+
+
+def test_verdict_stability_closed_form():
+    """Modularity's claim on a population where it hangs on one run. The beta = 1 setting has runs 0.90 and
+    0.80, every FactorVAE run 0.86: the observed mean 0.85 is below FactorVAE's, "not reproduced"; a draw
+    reproduces it only when it takes 0.90 twice (probability 1/4), so the verdict survives 3/4 of the draws.
+    Settings whose runs are all equal, and claims that rest on them only, keep their verdicts in every draw."""
+    means = {entry: row[:5] + (0.86 if entry[0] == "factor-vae" else row[5],) + row[6:] for entry, row in PAPER.items()}
+    equal = [Setting(family, hyper, float(value), f"{family}.{hyper}-{value}",
+                     {k: (m, m) for k, m in zip(SCALARS, row)}, directions=dict(DIRECTIONS))
+             for (family, hyper, value), row in means.items()]
+    vae = next(i for i, s in enumerate(equal) if s.family == "beta-vae" and s.hyper_value == 1)
+    assert all(v == 1.0 for v in verdict_stability(equal, resamples=50).values())  # no spread: every draw agrees
+    equal[vae] = Setting("beta-vae", "beta", 1.0, equal[vae].model, {**equal[vae].values, MODULARITY: (0.90, 0.80)},
+                         directions=dict(DIRECTIONS))
+    assert _claim(equal, "modularity-favours-vae").verdict == "not reproduced"
+    stability = verdict_stability(equal, resamples=4000, seed=1)
+    assert abs(stability["modularity-favours-vae"] - 0.75) < 0.03  # binomial sd at 4,000 draws: 0.007
+    assert all(v == 1.0 for k, v in stability.items() if k != "modularity-favours-vae")
+    assert verdict_stability(equal, resamples=200, seed=3) == verdict_stability(equal, resamples=200, seed=3)
+
+
+def test_verdict_stability_leaves_out_what_it_cannot_judge():
+    one_run = _population(runs=1)  # claims on setting means: too few runs in every draw
+    verdicts = _verdicts(one_run)
+    stability = verdict_stability(one_run, resamples=5)
+    assert set(stability) == {k for k, v in verdicts.items() if v != "too few runs"} and stability
+    assert all(v == 1.0 for v in stability.values())  # one run a setting: every draw is the runs themselves
+    assert verdict_stability([], resamples=5) == {}
+    with pytest.raises(ValueError, match="at least 1"):
+        verdict_stability(one_run, resamples=0)
+    report = format_report(one_run, check_claims(one_run), stability=stability, resamples=5)
+    assert report.count("Stability: the same verdict in 100% of 5 bootstrap draws") == len(stability)
+    assert "Stability" not in format_report(one_run, check_claims(one_run))
+
+
+def test_the_resamples_option(capsys, monkeypatch):
+    import factorbench.benchmark.results as results_module
+
+    collected = {s.model: [SimpleNamespace(training={"sweep": {"plan": "do-tran-v1", "seed": i}},
+                                           directions=dict(DIRECTIONS),
+                                           scalars=lambda i=i, s=s: {k: v[i] for k, v in s.values.items()})
+                           for i in range(s.runs)] for s in _population(runs=2)}
+    monkeypatch.setattr(results_module, "reference_results", lambda protocol, directory=None, add=(): collected)
+    assert main(["--resamples", "0"]) == 0
+    assert "Stability" not in capsys.readouterr().out
+    assert main(["--resamples", "20"]) == 0
+    assert "of 20 bootstrap draws" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--resamples", "-1"])
+    assert exit_info.value.code == 2
+    assert "--resamples must be 0 or more" in capsys.readouterr().err

@@ -198,7 +198,8 @@ def test_prose_numbers_are_generated_once_from_full_precision_and_checked(tmp_pa
 
 def test_prose_cites_do_and_trans_claims_with_their_provisional_mark():
     """``claim KEY verdict`` is the claim's verdict, ", provisional" where it rests on pending settings;
-    ``claim KEY NAME mN`` a number of its evidence; ``claims FIELD`` counts them."""
+    ``claim KEY NAME mN`` a number of its evidence; ``claim KEY stability`` the share of bootstrap draws
+    keeping its verdict; ``claims FIELD`` counts them."""
     from factorbench.baselines.reproduction import _Sources, render_value
     from factorbench.benchmark.experiments.do_tran_comparison import Setting, check_claims
     from factorbench.generators.errors import FactorbenchError
@@ -222,6 +223,10 @@ def test_prose_cites_do_and_trans_claims_with_their_provisional_mark():
     counts = {f: render_value(f"claims {f}", sources) for f in ("total", "judged", "reproduced", "provisional")}
     assert counts == {"total": "7", "judged": "3", "reproduced": str(sum(c.verdict == "reproduced" for c in claims)),
                       "provisional": "3"}
+    sources._do_tran_stability = {c.key: 0.25 for c in claims if c.verdict != "too few runs"}
+    assert render_value("claim jemmig-rmig-agree stability", sources) == "25%"
+    with pytest.raises(FactorbenchError, match="which has none \\(too few runs\\)"):
+        render_value("claim factorvae-beats-betavae stability", sources)
     sources._do_tran = (settings, claims, {"aae.gz-10"})  # a pending setting no claim rests on
     assert render_value("claim jemmig-rmig-agree verdict", sources) == "reproduced"
     assert render_value("claims provisional", sources) == "0"

@@ -10,7 +10,9 @@ groups them into one :class:`Setting` per entry (its per-seed scalars); :func:`c
 paper's claims on the settings, each with the numbers behind its verdict; :func:`format_report` writes the
 table of their Figure 7 (mean and standard error over the runs of each setting) and the claims;
 :func:`plot_figures` draws the counterparts of Figures 5-8. Every check runs on whatever subset of the plan
-is collected, and says "too few runs" where the subset cannot decide it.
+is collected, and says "too few runs" where the subset cannot decide it; :func:`verdict_stability` says how
+firmly the runs hold each verdict (the share of bootstrap draws of every setting's runs that keep it,
+``--resamples N`` draws in the report, 0 for none).
 
     python -m factorbench.benchmark.experiments.do_tran_comparison
     python -m factorbench.benchmark.experiments.do_tran_comparison --add mine.json --plot figures/
@@ -53,7 +55,7 @@ import math
 import os
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +68,8 @@ from factorbench.generators.outputs import check_input_dir, check_new_files, che
 __all__ = ["AUC_DOES_NOT_SEPARATE", "AUC_SEPARATES", "Claim", "FIGURES", "HIGH_BETA", "MIN_RUNS", "MIN_SETTINGS", "PLAN",
            "PROTOCOL", "RHO_AGREE", "RHO_BETA", "RHO_CORRELATED", "Setting", "check_claims", "format_report",
            "main", "mean_and_stderr", "parse_entry", "pending_dir", "pending_results", "plot_figures",
-           "results_with_pending", "separation_auc", "settings_of", "verdict_text"]
+           "results_with_pending", "resample_runs", "separation_auc", "settings_of", "verdict_stability",
+           "verdict_text"]
 
 PLAN = "do-tran-v1"
 PROTOCOL = "dsprites-dci-v1"
@@ -90,6 +93,8 @@ RHO_BETA = 0.5
 HIGH_BETA = 20.0
 MIN_RUNS = 2
 MIN_SETTINGS = 2
+#: bootstrap draws of :func:`verdict_stability` in the report
+STABILITY_RESAMPLES = 1000
 
 REPRODUCED, NOT_REPRODUCED, TOO_FEW = "reproduced", "not reproduced", "too few runs"
 _FAMILY_ORDER = (FACTOR_VAE, BETA_VAE, AAE)
@@ -490,13 +495,48 @@ def check_claims(settings: Sequence[Setting]) -> list[Claim]:
             _modularity_favours_vae(settings), _jemmig_grades_vae_worst(settings)]
 
 
+def resample_runs(setting: Setting, rows: Sequence[int]) -> Setting:
+    """``setting`` with its runs replaced by the runs at ``rows`` (0-based, repeats allowed): each run kept
+    whole, every scalar of a row from the same run."""
+    rows = list(rows)
+    return replace(setting, values={k: tuple(v[i] for i in rows) for k, v in setting.values.items()},
+                   seeds=tuple(setting.seeds[i] for i in rows) if setting.seeds else ())
+
+
+def verdict_stability(settings: Sequence[Setting], resamples: int = STABILITY_RESAMPLES, seed: int = 0
+                      ) -> dict[str, float]:
+    """How firmly the runs hold each verdict: the fraction of ``resamples`` bootstrap draws (every setting's
+    runs drawn with replacement, as many as it has, independently per setting; Efron & Tibshirani 1993, ch. 6)
+    in which :func:`check_claims` gives the verdict it gives on the runs themselves, by claim key. Claims
+    that are "too few runs" are left out (a draw keeps every setting's count, so it cannot judge them
+    either). A setting of one run is the same in every draw; with two runs a draw is one of three, so the
+    fraction measures sensitivity to the seeds at hand, not the spread of an unseen seed. Deterministic in
+    ``seed``."""
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
+    observed = {c.key: c.verdict for c in check_claims(settings) if c.verdict != TOO_FEW}
+    if not observed:
+        return {}
+    rng = np.random.default_rng(seed)
+    same = dict.fromkeys(observed, 0)
+    for _ in range(resamples):
+        drawn = [resample_runs(s, rng.integers(0, s.runs, s.runs)) if s.runs > 1 else s for s in settings]
+        for claim in check_claims(drawn):
+            if claim.key in same and claim.verdict == observed[claim.key]:
+                same[claim.key] += 1
+    return {key: count / resamples for key, count in same.items()}
+
+
 # --- report and figures --------------------------------------------------------------------------------
 
 def format_report(settings: Sequence[Setting], claims: Sequence[Claim], plan: str = PLAN,
-                  pending: Collection[str] = ()) -> str:
+                  pending: Collection[str] = (), stability: Mapping[str, float] | None = None,
+                  resamples: int = STABILITY_RESAMPLES) -> str:
     """Markdown: a row per setting (mean ± standard error over its runs of every scalar of :data:`TABLE`),
     then the claims with their verdicts; one sentence when no run of ``plan`` is collected. ``pending``:
-    the models whose runs are seeds of entries not yet complete, marked "pending" in the runs column."""
+    the models whose runs are seeds of entries not yet complete, marked "pending" in the runs column.
+    ``stability``: :func:`verdict_stability` over ``resamples`` draws, given after each judged claim's
+    evidence."""
     if not settings:
         return f"No run of plan `{plan}` is collected yet.\n"
     arrows = {"higher": " ↑", "lower": " ↓"}
@@ -524,8 +564,15 @@ def format_report(settings: Sequence[Setting], claims: Sequence[Claim], plan: st
     if claims:
         out += ["", "Claims (Do & Tran 2020, section 4):", ""]
         out += [f"- **{c.key}** (Figure {c.figure}): {verdict_text(c, pending)}. {c.statement} Evidence: {c.evidence}"
-                for c in claims]
+                + _stability_text(c, stability, resamples) for c in claims]
     return "\n".join(out) + "\n"
+
+
+def _stability_text(claim: Claim, stability: Mapping[str, float] | None, resamples: int) -> str:
+    if not stability or claim.key not in stability:
+        return ""
+    return (f" Stability: the same verdict in {stability[claim.key]:.0%} of {resamples:,} bootstrap draws of each "
+            "setting's runs.")
 
 
 def verdict_text(claim: Claim, pending: Collection[str], counts: bool = True) -> str:
@@ -645,7 +692,12 @@ def main(argv: list[str] | None = None) -> int:
                              f"<model>.json results (default: this checkout's baselines/pending/<plan>/{PROTOCOL})")
     parser.add_argument("--plot", metavar="DIR", default=None, help="also write the figures into this folder")
     parser.add_argument("--force", action="store_true", help="replace the figures in --plot if they exist")
+    parser.add_argument("--resamples", type=int, default=STABILITY_RESAMPLES, metavar="N",
+                        help="bootstrap draws of each setting's runs for each verdict's stability "
+                             f"(default {STABILITY_RESAMPLES}; 0: none)")
     args = parser.parse_args(argv)
+    if args.resamples < 0:
+        parser.error(f"--resamples must be 0 or more, got {args.resamples}")
     pending_folder = check_input_dir(args.pending, "--pending") if args.pending else None  # before any work
     if args.plot:  # before any work
         plots = check_output_dir(args.plot, "--plot")
@@ -657,7 +709,9 @@ def main(argv: list[str] | None = None) -> int:
     pending = pending_results(args.plan, folder=pending_folder) if args.pending is not None else {}
     results = results_with_pending(results, pending)
     settings = settings_of(results, args.plan)
-    print(format_report(settings, check_claims(settings), plan=args.plan, pending=set(pending)), end="")
+    stability = verdict_stability(settings, args.resamples) if args.resamples else None
+    print(format_report(settings, check_claims(settings), plan=args.plan, pending=set(pending), stability=stability,
+                        resamples=args.resamples), end="")
     if args.plot:
         for path in plot_figures(settings, args.plot, pending=set(pending)):
             print(f"wrote {path}")
