@@ -449,10 +449,10 @@ def test_verdict_stability_closed_form():
     equal[vae] = Setting("beta-vae", "beta", 1.0, equal[vae].model, {**equal[vae].values, MODULARITY: (0.90, 0.80)},
                          directions=dict(DIRECTIONS))
     assert _claim(equal, "modularity-favours-vae").verdict == "not reproduced"
-    stability = verdict_stability(equal, resamples=4000, seed=1)
-    assert abs(stability["modularity-favours-vae"] - 0.75) < 0.03  # binomial sd at 4,000 draws: 0.007
+    stability = verdict_stability(equal, resamples=1000, seed=1)
+    assert abs(stability["modularity-favours-vae"] - 0.75) < 0.05  # binomial sd at 1,000 draws: 0.014
     assert all(v == 1.0 for k, v in stability.items() if k != "modularity-favours-vae")
-    assert verdict_stability(equal, resamples=200, seed=3) == verdict_stability(equal, resamples=200, seed=3)
+    assert verdict_stability(equal, resamples=100, seed=3) == verdict_stability(equal, resamples=100, seed=3)
 
 
 def test_verdict_stability_leaves_out_what_it_cannot_judge():
