@@ -1,6 +1,6 @@
 """Do & Tran 2020's dSprites comparison (section 4, Figures 5-8): entry names, means and standard errors,
 the separation AUC, each claim on synthetic populations where it holds and where it fails, the report, the
-figures, and the command on the shipped rows (which hold no run of do-tran-v1 yet)."""
+figures, and the command on the shipped rows (complete entries of do-tran-v1 only)."""
 
 from __future__ import annotations
 
@@ -301,7 +301,14 @@ def test_the_figures_draw_pending_settings_hollow():
 
 
 def test_the_command_on_the_shipped_rows(capsys, tmp_path):
-    assert main([]) == 0  # no run of do-tran-v1 is shipped yet
+    assert main(["--resamples", "0"]) == 0  # the shipped rows: complete entries only, four seeds each
+    out = capsys.readouterr().out
+    assert out.startswith("Do & Tran 2020 on dSprites: ") and "pending" not in out
+    rows = [line for line in out.splitlines() if line.startswith("| factor-vae") or line.startswith("| beta-vae")
+            or line.startswith("| aae")]
+    assert rows and all(line.split(" | ")[2] == "4" for line in rows)
+    (tmp_path / "empty").mkdir()
+    assert main(["--dir", str(tmp_path / "empty")]) == 0
     assert capsys.readouterr().out == "No run of plan `do-tran-v1` is collected yet.\n"
     assert main(["--dir", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err
