@@ -67,6 +67,13 @@ def _runs_of(settings: list[Setting], family: str, scalar: str) -> np.ndarray:
     return np.concatenate([s.values[scalar] for s in settings if s.family == family])
 
 
+def _as_runs(setting: Setting) -> list[SimpleNamespace]:
+    """``setting``'s runs as collected results of do-tran-v1 (seed i for the i-th run) stand in for them."""
+    return [SimpleNamespace(training={"sweep": {"plan": "do-tran-v1", "seed": i}}, directions=dict(DIRECTIONS),
+                            scalars=lambda i=i: {k: v[i] for k, v in setting.values.items()})
+            for i in range(setting.runs)]
+
+
 def test_entry_names():
     assert parse_entry("factor-vae.gamma-10") == ("factor-vae", "gamma", 10.0)
     assert parse_entry("beta-vae.beta-1") == ("beta-vae", "beta", 1.0)
@@ -288,8 +295,8 @@ def test_the_figures_draw_pending_settings_hollow():
     assert left.get_title().endswith("; hollow: pending)") and right.get_legend().get_title().get_text() == "hollow: pending"
     # the legend's markers are filled in the family's colour even where the family's first setting is pending
     legend = right.get_legend()
-    assert [t.get_text() for t in legend.get_texts()] == sorted({_FAMILY_NAMES[s.family] for s in settings},
-                                                                 key=[_FAMILY_NAMES[s.family] for s in settings].index)
+    families = list(dict.fromkeys(_FAMILY_NAMES[s.family] for s in settings))
+    assert [t.get_text() for t in legend.get_texts()] == families
     assert all(h.get_markerfacecolor() != "none" for h in legend.legend_handles)
     assert to_rgba(legend.legend_handles[0].get_markerfacecolor()) == to_rgba(_colour(settings[0].family))
     fig2, ax = pyplot().subplots()
@@ -304,8 +311,7 @@ def test_the_command_on_the_shipped_rows(capsys, tmp_path):
     assert main(["--resamples", "0"]) == 0  # the shipped rows: complete entries only, four seeds each
     out = capsys.readouterr().out
     assert out.startswith("Do & Tran 2020 on dSprites: ") and "pending" not in out
-    rows = [line for line in out.splitlines() if line.startswith("| factor-vae") or line.startswith("| beta-vae")
-            or line.startswith("| aae")]
+    rows = [line for line in out.splitlines() if line.startswith(("| factor-vae", "| beta-vae", "| aae"))]
     assert rows and all(line.split(" | ")[2] == "4" for line in rows)
     (tmp_path / "empty").mkdir()
     assert main(["--dir", str(tmp_path / "empty")]) == 0
@@ -323,12 +329,7 @@ def test_the_command_on_collected_runs(capsys, tmp_path, monkeypatch):
     the figures it wrote (the results stand in for collected runs of the plan)."""
     import factorbench.benchmark.results as results_module
 
-    def as_runs(setting: Setting) -> list[SimpleNamespace]:
-        return [SimpleNamespace(training={"sweep": {"plan": "do-tran-v1", "seed": i}}, directions=dict(DIRECTIONS),
-                                scalars=lambda i=i: {k: v[i] for k, v in setting.values.items()})
-                for i in range(setting.runs)]
-
-    collected = {s.model: as_runs(s) for s in _population()}
+    collected = {s.model: _as_runs(s) for s in _population()}
     seen = []
     monkeypatch.setattr(results_module, "reference_results",
                         lambda protocol, directory=None, add=(): seen.append((protocol, directory, add)) or collected)
@@ -408,11 +409,7 @@ def test_the_command_reads_pending_seeds(capsys, tmp_path, monkeypatch):
 
     assert module.pending_dir().parts[-4:] == ("baselines", "pending", "do-tran-v1", "dsprites-dci-v1")
 
-    def as_runs(setting: Setting) -> list[SimpleNamespace]:
-        return [SimpleNamespace(training={"sweep": {"plan": "do-tran-v1", "seed": 0}}, directions=dict(DIRECTIONS),
-                                scalars=lambda: {k: v[0] for k, v in setting.values.items()})]
-
-    population = {s.model: as_runs(s) for s in _population(runs=1)}
+    population = {s.model: _as_runs(s) for s in _population(runs=1)}
     models = sorted(population)
     folders = {None: {m: population[m] for m in models[:6]}, str(tmp_path): {m: population[m] for m in models[6:]}}
     monkeypatch.setattr(results_module, "reference_results",
@@ -479,10 +476,7 @@ def test_verdict_stability_leaves_out_what_it_cannot_judge():
 def test_the_resamples_option(capsys, monkeypatch):
     import factorbench.benchmark.results as results_module
 
-    collected = {s.model: [SimpleNamespace(training={"sweep": {"plan": "do-tran-v1", "seed": i}},
-                                           directions=dict(DIRECTIONS),
-                                           scalars=lambda i=i, s=s: {k: v[i] for k, v in s.values.items()})
-                           for i in range(s.runs)] for s in _population(runs=2)}
+    collected = {s.model: _as_runs(s) for s in _population(runs=2)}
     monkeypatch.setattr(results_module, "reference_results", lambda protocol, directory=None, add=(): collected)
     assert main(["--resamples", "0"]) == 0
     assert "Stability" not in capsys.readouterr().out
