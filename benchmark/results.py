@@ -656,10 +656,29 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
                 found[text] = found.get(text, 0) + 1
         flags += [f"⚠ {model}: input check ({count} of {len(runs)} run{'s' if len(runs) > 1 else ''}): {text}"
                   for text, count in found.items()]
+    flags += _incomparable_notes(results)
     return ScoresTable(protocol.name, head, protocol.headline.better, tuple(keys),
                        tuple(_directions(protocol, keys)), tuple(rows), tuple(waiting + flags + unchecked),
                        tuple(unfinished), tuple(kinds.items()), tuple(flagged.items()),
                        precisions=tuple(precisions.items()))
+
+
+def _incomparable_notes(results: Mapping[str, Sequence[EvaluationResult]]) -> list[str]:
+    """Lines under a score table for the metric warnings that say a row's scores do not compare with the
+    others' (Do & Tran's quantised metrics of a code off their range's scale), once per model, metric and text."""
+    from .metrics.do_tran import SCALE_WARNING
+
+    out = []
+    for model, runs in results.items():
+        found: dict[tuple[str, str], int] = {}
+        for run in runs:
+            for label, entry in run.metrics.items():
+                for text in (entry.get("result") or {}).get("warnings", ()):
+                    if SCALE_WARNING in text:
+                        found[label, text] = found.get((label, text), 0) + 1
+        out += [f"⚠ {model}: {label} ({count} of {len(runs)} run{'s' if len(runs) > 1 else ''}): {text}"
+                for (label, text), count in found.items()]
+    return out
 
 
 def row_precision(runs: Sequence[EvaluationResult]) -> str | None:

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from scipy.special import logsumexp
 
 from factorbench.benchmark.metrics import MetricInputError
-from factorbench.benchmark.metrics.do_tran import (MASS_ESTIMATORS, bin_edges, bin_index, do_tran, informativeness,
-                                                   jemmig, misjed, quantised_posterior, rmig, windin, wsepin)
+from factorbench.benchmark.metrics.do_tran import (MASS_ESTIMATORS, SCALE_WARNING, bin_edges, bin_index, do_tran,
+                                                   informativeness, jemmig, misjed, quantised_posterior, rmig,
+                                                   scale_warnings, windin, wsepin)
 
 LN2 = math.log(2.0)
 CENTRES = 0.5 * (bin_edges()[1:] + bin_edges()[:-1])
@@ -425,3 +426,70 @@ def test_sampled_information_is_bounded_by_log_n(seed, n, d):
 def test_validation_errors(call, message):
     with pytest.raises(MetricInputError, match=message):
         call()
+
+
+# --------------------------------------------------------------------------- the range's scale
+
+
+def _standard(n=4_000, d=3, seed=0):
+    """Codes whose every column has mean 0 and standard deviation exactly 1."""
+    z = np.random.default_rng(seed).standard_normal((n, d))
+    return (z - z.mean(0)) / z.std(0)
+
+
+def test_codes_on_the_priors_scale_give_no_scale_warning():
+    z = _standard()
+    assert scale_warnings(z) == () and scale_warnings(z * 0.51) == () and scale_warnings(z * 1.99) == ()
+    # a narrow posterior mean spread by its posterior variance (a collapsed dimension: mu 0, logvar 0) is on scale
+    mu = np.column_stack([0.3 * z[:, 0], np.zeros(len(z))])
+    assert scale_warnings(mu, np.zeros_like(mu)) == ()
+    assert do_tran(z, None, (z > 0).astype(float)).warnings == ()
+
+
+def test_codes_off_the_priors_scale_are_named_with_their_spread():
+    z = _standard()
+    (warning,) = scale_warnings(z * [1.0, 0.49, 10.0])
+    assert warning.startswith(f"2 of 3 code dimensions are {SCALE_WARNING} [-4, 4], made for codes on a N(0, 1) "
+                              "prior's scale (dimensions [1, 2]: spread 0.49 to 10.00 where the prior's is 1; 1 with "
+                              "more than 5% of their values outside the range)")
+    # shifted out of the range, at the prior's spread: named for its values outside
+    (warning,) = scale_warnings(np.column_stack([z[:, 0], z[:, 1] + 6.0]))
+    assert "(dimension [1]: spread 1.00 where the prior's is 1; 1 with more than 5%" in warning
+    # a narrow posterior is off scale; the reference spread follows the range: (high - low) / 8
+    (warning,) = scale_warnings(0.1 * z, np.full(z.shape, -12.0))  # spread sqrt(0.01 + e^-12), 0.10 for all three
+    assert "3 of 3" in warning and "spread 0.10 where the prior's is 1)" in warning
+    (warning,) = scale_warnings(z, low=-1.0, high=1.0)
+    assert "[-1, 1], made for codes on a N(0, 0.25^2) prior's scale" in warning and "spread 1.00 where" in warning
+
+
+def test_a_discrete_code_the_bins_keep_apart_is_exempt_and_one_they_merge_is_not():
+    n = 300
+    values = np.tile([0.0, 0.1, 0.2], n // 3)  # three bins of width 0.08: nothing lost, scale irrelevant
+    assert scale_warnings(values[:, None]) == ()
+    merged = np.tile([0.0, 0.05, 0.1], n // 3)  # 0 and 0.05 share the bin [0, 0.08)
+    (warning,) = scale_warnings(merged[:, None])
+    assert "1 of 1 code dimensions" in warning
+    # constant dimensions are the constant-code warning's, not this one's
+    assert scale_warnings(np.column_stack([np.full(n, 0.3), _standard(n, 1)[:, 0]])) == ()
+
+
+def test_a_code_shrunk_into_one_bin_scores_the_closed_form_jemmig_and_is_warned():
+    """JEMMIG(y_k) of a code inside one bin is H(y_k) (H(z|y) = I = 0, H(y|z) = H(y)): normalised
+    H(y_k) / (H(y_k) + ln B), a score better than a noisy code on the prior's scale, which the warning flags."""
+    rng = np.random.default_rng(1)
+    y = np.column_stack([np.repeat(np.arange(6), 50), np.tile(np.arange(5), 60)]).astype(float)
+    informative = (y - y.mean(0)) / y.std(0) + rng.normal(0, 0.5, y.shape)
+    shrunk = 1e-4 * informative + 0.01  # every value in the bin [0, 0.08)
+    h = np.log([6.0, 5.0])
+    expected = float(np.mean(h / (h + math.log(100))))
+    result = jemmig(shrunk, None, y)
+    assert result.jemmig == pytest.approx(expected, abs=1e-12)
+    assert result.jemmig < jemmig(informative, None, y).jemmig
+    assert any(SCALE_WARNING in w for w in result.warnings)
+    assert jemmig(informative, None, y).warnings == ()
+    for metric in (lambda c: informativeness(c), lambda c: misjed(c), lambda c: rmig(c, None, y),
+                   lambda c: do_tran(c, None, y)):
+        assert any(SCALE_WARNING in w for w in metric(shrunk).warnings)
+    # the sampled estimators read mutual information, unchanged by a code's scale: no such warning
+    mu, logvar = _grid_posterior([2, 3])
+    assert not any(SCALE_WARNING in w for w in wsepin(mu * 0.01, logvar + 2 * math.log(0.01), n_samples=200).warnings)

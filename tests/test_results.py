@@ -355,3 +355,27 @@ def test_rows_trained_in_different_precisions_are_named_under_the_table(tmp_path
     assert rows["vae"]["precision"] == "fp32" and rows["pca"]["precision"] is None
     runs = reference_results(protocol)["vae"] + reference_results(protocol, folder)["vae"]
     assert row_precision(runs) == "mixed"
+
+
+def test_rows_scored_off_the_quantisation_ranges_scale_are_named_under_the_table(tmp_path):
+    """Do & Tran's quantised metrics read a code on [-4, 4]; a row whose code is off that scale (a warning of
+    the metric) is named under the table, with how many of its runs; a result without the warning gives none."""
+    from factorbench.benchmark.metrics.do_tran import SCALE_WARNING
+    from factorbench.benchmark.results import REFERENCE_DIR, save_runs
+
+    protocol = "dsprites-dci-v1"
+    notes = [n for n in scores_table(protocol).notes if SCALE_WARNING in n]
+    assert sorted(n.split(":")[0] for n in notes) == ["⚠ ideal", "⚠ pca", "⚠ random"]  # no trained row
+    (random_note,) = [n for n in notes if n.startswith("⚠ random")]
+    assert random_note.startswith(f"⚠ random: do_tran (1 of 1 run): 10 of 10 code dimensions are {SCALE_WARNING}")
+    warned = load_result(REFERENCE_DIR / protocol / "random.json")
+    entry = warned.metrics["do_tran"]
+    clean = dataclasses.replace(warned, seeds=[1], metrics={
+        **warned.metrics, "do_tran": {**entry, "result": {**entry["result"], "warnings": []}}})
+    folder = tmp_path / protocol
+    folder.mkdir()
+    save_runs(folder / "random.json", "random", [warned, clean])
+    (note,) = [n for n in scores_table(protocol, folder).notes if SCALE_WARNING in n]
+    assert note.startswith("⚠ random: do_tran (1 of 2 runs): 10 of 10")
+    save_runs(folder / "random.json", "random", [clean])
+    assert not any(SCALE_WARNING in n for n in scores_table(protocol, folder).notes)
