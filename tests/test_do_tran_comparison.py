@@ -292,7 +292,10 @@ def test_the_figures_draw_pending_settings_hollow():
     assert to_rgba(faces[1]) == to_rgba("C0") and to_rgba(faces[5]) == to_rgba("C1")
     hollow = [len(c.get_facecolors()) == 0 or c.get_facecolors()[0][3] == 0 for c in right.collections]
     assert [i for i, h in enumerate(hollow) if h] == [0, 4]
-    assert left.get_title().endswith("; hollow: pending)") and right.get_legend().get_title().get_text() == "hollow: pending"
+    assert left.get_title().endswith("; bars: ± 1 standard error; hollow: pending)")
+    assert right.get_legend().get_title().get_text() == "hollow: pending"
+    (low, high), = [seg[:, 1] for seg in left.containers[1].lines[2][0].get_segments()]  # the bar of setting 1
+    assert high - low == pytest.approx(2 * mean_and_stderr(settings[1].values[JEMMIG])[1]) and high > low
     # the legend's markers are filled in the family's colour even where the family's first setting is pending
     legend = right.get_legend()
     families = list(dict.fromkeys(_FAMILY_NAMES[s.family] for s in settings))

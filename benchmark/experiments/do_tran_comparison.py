@@ -611,8 +611,8 @@ def _per_setting(ax: Any, settings: Sequence[Setting], scalar: str, pending: Col
     ax.set_xticks(range(len(settings)), [f"{s.family}\n{s.hyper_name}={s.hyper_value:g}" for s in settings],
                   rotation=60, ha="right", fontsize=7)
     note = _pending_note(settings, pending)
-    ax.set_title(f"{TABLE.get(scalar, scalar)} ({_direction(settings, scalar)} is better{'; ' + note if note else ''})",
-                 fontsize=9)
+    ax.set_title(f"{TABLE.get(scalar, scalar)} ({_direction(settings, scalar)} is better; bars: ± 1 standard error"
+                 f"{'; ' + note if note else ''})", fontsize=9)
 
 
 def _scatter(ax: Any, settings: Sequence[Setting], x: str, y: str, pending: Collection[str] = ()) -> None:
