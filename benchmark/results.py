@@ -665,19 +665,22 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
 
 def _incomparable_notes(results: Mapping[str, Sequence[EvaluationResult]]) -> list[str]:
     """Lines under a score table for the metric warnings that say a row's scores do not compare with the
-    others' (Do & Tran's quantised metrics of a code off their range's scale), once per model, metric and text."""
+    others' (Do & Tran's quantised metrics of a code off their range's scale): one per model and metric,
+    with how many of its runs carry it, in the words of the first (the runs' figures may differ)."""
     from .metrics.do_tran import SCALE_WARNING
 
     out = []
     for model, runs in results.items():
-        found: dict[tuple[str, str], int] = {}
+        found: dict[str, list[str]] = {}
         for run in runs:
             for label, entry in run.metrics.items():
-                for text in (entry.get("result") or {}).get("warnings", ()):
-                    if SCALE_WARNING in text:
-                        found[label, text] = found.get((label, text), 0) + 1
-        out += [f"⚠ {model}: {label} ({count} of {len(runs)} run{'s' if len(runs) > 1 else ''}): {text}"
-                for (label, text), count in found.items()]
+                texts = [t for t in (entry.get("result") or {}).get("warnings", ()) if SCALE_WARNING in t]
+                found.setdefault(label, []).extend(texts[:1])
+        for label, texts in found.items():
+            if texts:
+                which = "" if len(set(texts)) == 1 else ", the first's words"
+                out.append(f"⚠ {model}: {label} ({len(texts)} of {len(runs)} run{'s' if len(runs) > 1 else ''}{which}): "
+                           f"{texts[0]}")
     return out
 
 

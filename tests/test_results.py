@@ -379,3 +379,6 @@ def test_rows_scored_off_the_quantisation_ranges_scale_are_named_under_the_table
     assert note.startswith("⚠ random: do_tran (1 of 2 runs): 10 of 10")
     save_runs(folder / "random.json", "random", [clean])
     assert not any(SCALE_WARNING in n for n in scores_table(protocol, folder).notes)
+    # three runs whose figures differ: one line, counted, in the first run's words
+    (pca,) = [n for n in scores_table("teapot-dci-v1").notes if n.startswith("⚠ pca:")]
+    assert pca.startswith("⚠ pca: do_tran (3 of 3 runs, the first's words): 6 of 10 code dimensions")
