@@ -488,17 +488,18 @@ def scale_warnings(mu: Any, logvar: Any = None, *, low: float = DEFAULT_LOW, hig
     dims = np.flatnonzero(off)
     if len(dims) == 0:
         return ()
-    clipped = int((outside[dims] > OUTSIDE_SHARE).sum())
     prior = "N(0, 1)" if unit == 1.0 else f"N(0, {unit:g}^2)"
     low_spread, high_spread = f"{spread[dims].min():.2f}", f"{spread[dims].max():.2f}"
-    spread_range = low_spread if low_spread == high_spread else f"{low_spread} to {high_spread}"
-    return (f"{len(dims)} of {m.shape[1]} code dimensions are {SCALE_WARNING} [{low:g}, {high:g}], made for codes on a {prior} prior's scale (dimension{'s' if len(dims) > 1 else ''} "
-            f"{_listed(dims)}: spread {spread_range} where the prior's is "
-            f"{unit:g}" + (f"; {clipped} with more than {OUTSIDE_SHARE:.0%} of their values outside the range"
-                           if clipped else "")
-            + "): the quantised metrics change with a code's scale (JEMMIG and MISJED improve as a code shrinks) "
-            "and do not compare with those of codes on the prior's scale; score the posterior (mu, logvar) of a "
-            "model with a N(0, I) prior, or standardise the code",)
+    spreads = low_spread if low_spread == high_spread else f"{low_spread} to {high_spread}"
+    where = (f"dimension{'s' if len(dims) > 1 else ''} {_listed(dims)}: spread {spreads} where the prior's "
+             f"is {unit:g}")
+    clipped = int((outside[dims] > OUTSIDE_SHARE).sum())
+    if clipped:
+        where += f"; {clipped} with more than {OUTSIDE_SHARE:.0%} of their values outside the range"
+    return (f"{len(dims)} of {m.shape[1]} code dimensions are {SCALE_WARNING} [{low:g}, {high:g}], made for codes "
+            f"on a {prior} prior's scale ({where}): the quantised metrics change with a code's scale (JEMMIG and "
+            "MISJED improve as a code shrinks) and do not compare with those of codes on the prior's scale; score "
+            "the posterior (mu, logvar) of a model with a N(0, I) prior, or standardise the code",)
 
 
 def _constant(mu: np.ndarray, logvar: np.ndarray | None) -> tuple[str, ...]:
