@@ -4,6 +4,7 @@ bootstrap intervals, settings found from the keys, and the command on the shippe
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -184,6 +185,23 @@ def test_the_shipped_dsprites_population_with_its_dci_companion(capsys):
                  "--n-boot", "50"]) == 0
     out = capsys.readouterr().out
     assert f"| do_tran.jemmig{LOWER_IS_BETTER} |" in out and "| dci.disentanglement |" in out
+    assert "off the scale" not in out  # no trained encoder's code is off the quantisation range's scale
+
+
+def test_encoders_off_the_quantisation_ranges_scale_are_named(capsys):
+    """With the reference encoders counted, the command names those whose companion scores carry Do & Tran's
+    scale warning (the random projection, PCA and the true factors' values on dSprites), and no trained one."""
+    from factorbench.benchmark.experiments.metric_meta_evaluation import main, off_scale_encoders
+    from factorbench.benchmark.results import reference_results
+
+    results = reference_results("dsprites-dci-v1")
+    assert off_scale_encoders(results) == []
+    assert off_scale_encoders(results, trained_only=False) == ["ideal/run0", "pca/run0", "random/run0"]
+    assert main(["dsprites-dependent-v2", "--with", "dsprites-dci-v1", "--with-reference-encoders",
+                 "--n-boot", "20"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"\n3 of the \d+ encoders \(ideal/run0, pca/run0, random/run0\) hold codes off the scale of "
+                     "Do & Tran's", out)
 
 
 def test_a_v2_protocol_adds_the_whole_code_target():

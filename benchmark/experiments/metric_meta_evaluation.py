@@ -185,19 +185,39 @@ def population_of(results: Mapping[str, Sequence[Any]], trained_only: bool = Tru
     a scalar the run marks better when lower (an error, JEMMIG) is negated and renamed ``KEY`` +
     :data:`LOWER_IS_BETTER`, so that a positive correlation always means the metric ranks as the target."""
     rows: dict[str, dict[str, float]] = {}
+    for name, run in _encoders(results, trained_only):
+        scalars = run.scalars()
+        if oriented:
+            directions = getattr(run, "directions", {}) or {}
+            scalars = {(k + LOWER_IS_BETTER if directions.get(k) == "lower" else k):
+                       (-v if directions.get(k) == "lower" else v) for k, v in scalars.items()}
+        rows[name] = scalars
+    return rows
+
+
+def _encoders(results: Mapping[str, Sequence[Any]], trained_only: bool) -> list[tuple[str, Any]]:
+    """(``"<model>/seed<k>"`` or ``"<model>/run<i>"``, run) of every run, less the reference encoders without
+    training provenance when ``trained_only``."""
+    out = []
     for model, runs in results.items():
         for i, run in enumerate(runs):
             training = run.training or {}
             if trained_only and not training:
                 continue
             seed = (training.get("sweep") or {}).get("seed")
-            scalars = run.scalars()
-            if oriented:
-                directions = getattr(run, "directions", {}) or {}
-                scalars = {(k + LOWER_IS_BETTER if directions.get(k) == "lower" else k):
-                           (-v if directions.get(k) == "lower" else v) for k, v in scalars.items()}
-            rows[f"{model}/seed{seed}" if seed is not None else f"{model}/run{i}"] = scalars
-    return rows
+            out.append((f"{model}/seed{seed}" if seed is not None else f"{model}/run{i}", run))
+    return out
+
+
+def off_scale_encoders(results: Mapping[str, Sequence[Any]], trained_only: bool = True) -> list[str]:
+    """The encoders (named as :func:`population_of` names them) whose result carries Do & Tran's scale
+    warning (:func:`factorbench.benchmark.metrics.do_tran.scale_warnings`): their quantised metrics read a
+    code off the scale of the fixed range, so correlations over them mix scales."""
+    from factorbench.benchmark.metrics.do_tran import SCALE_WARNING
+
+    return [name for name, run in _encoders(results, trained_only)
+            if any(SCALE_WARNING in text for entry in run.metrics.values()
+                   for text in (entry.get("result") or {}).get("warnings", ()))]
 
 
 def with_companion(population: Mapping[str, Mapping[str, float]], companion: Mapping[str, Mapping[str, float]],
@@ -379,6 +399,15 @@ def main(argv: list[str] | None = None) -> int:
                                     seed=args.seed)
     print(f"{args.protocol}: {len(result.encoders)} encoders ({len(results)} models)\n")
     print(format_meta_evaluation(result))
+    trained_only = not args.with_reference_encoders
+    warned = [name for name in dict.fromkeys(off_scale_encoders(results, trained_only)
+                                             + off_scale_encoders(same_weights(companion, results), trained_only))
+              if name in result.encoders]
+    if warned:
+        print(f"{len(warned)} of the {len(result.encoders)} encoders ({', '.join(warned)}) hold codes off the "
+              "scale of Do & Tran's fixed quantisation range [-4, 4] (their results' do_tran warning): their "
+              "do_tran scores, JEMMIG and MISJED above all, change with a code's scale, so the do_tran rows' "
+              "correlations mix scales (benchmark/METRICS.md, \"The range's scale\").")
     if args.plot:
         print(f"wrote {plot_meta_evaluation(result, args.plot)}")
     return 0
