@@ -238,7 +238,10 @@ def _score_table(table: ScoresTable, protocol: Protocol | None = None) -> str:
     for model, runs, cells, same in table.rows:
         mark = "" if same else " *"
         tds = "".join(f'<td data-value="{m!r}" class="{"headline" if k == table.headline else ""}'
-                      f'{"" if k in compact else " extra"}">{_e(_cell(m, s))}</td>'
+                      f'{"" if k in compact else " extra"}"'
+                      + (' title="does not compare with the other rows: see the notes under the table"'
+                         if table.cell_mark(model, k) else "")
+                      + f">{_e(_cell(m, s) + table.cell_mark(model, k))}</td>"
                       for k, (m, s) in zip(table.columns, cells))
         kind = kinds.get(model, "")
         flag = (f' <span class="flag" title="{_e(flagged[model])}">⚠ uninformative</span>' if model in flagged else "")

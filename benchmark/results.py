@@ -547,6 +547,13 @@ class ScoresTable:
     added: tuple[str, ...] = ()
     #: (model, training precision) of every trained row (:func:`row_precision`)
     precisions: tuple[tuple[str, str], ...] = ()
+    #: (model, column) of the cells whose metric warned that they do not compare with the other rows' (a code
+    #: off the scale of Do & Tran's quantisation range); marked ⚠, the warning under the table
+    caveats: tuple[tuple[str, str], ...] = ()
+
+    def cell_mark(self, model: str, column: str) -> str:
+        """`` ⚠`` for a cell that does not compare with the other rows' (:attr:`caveats`), else ``""``."""
+        return " ⚠" if (model, column) in self.caveats else ""
 
     def kind_cell(self, model: str) -> str:
         """The kind column: ``"unsupervised"``, with `` ⚠`` for a row flagged uninformative."""
@@ -656,17 +663,20 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
                 found[text] = found.get(text, 0) + 1
         flags += [f"⚠ {model}: input check ({count} of {len(runs)} run{'s' if len(runs) > 1 else ''}): {text}"
                   for text, count in found.items()]
-    flags += _incomparable_notes(results)
+    incomparable = _incomparable_metrics(results)
+    flags += [note for _, _, note in incomparable]
+    caveats = tuple((model, key) for model, label, _ in incomparable for key in keys if key.startswith(label + "."))
     return ScoresTable(protocol.name, head, protocol.headline.better, tuple(keys),
                        tuple(_directions(protocol, keys)), tuple(rows), tuple(waiting + flags + unchecked),
                        tuple(unfinished), tuple(kinds.items()), tuple(flagged.items()),
-                       precisions=tuple(precisions.items()))
+                       precisions=tuple(precisions.items()), caveats=caveats)
 
 
-def _incomparable_notes(results: Mapping[str, Sequence[EvaluationResult]]) -> list[str]:
-    """Lines under a score table for the metric warnings that say a row's scores do not compare with the
-    others' (Do & Tran's quantised metrics of a code off their range's scale): one per model and metric,
-    with how many of its runs carry it, in the words of the first (the runs' figures may differ)."""
+def _incomparable_metrics(results: Mapping[str, Sequence[EvaluationResult]]) -> list[tuple[str, str, str]]:
+    """(model, metric label, line under the table) for each metric warning that says a row's scores do not
+    compare with the others' (Do & Tran's quantised metrics of a code off their range's scale): one per
+    model and metric, with how many of its runs carry it, in the words of the first (the runs' figures may
+    differ)."""
     from .metrics.do_tran import SCALE_WARNING
 
     out = []
@@ -679,8 +689,8 @@ def _incomparable_notes(results: Mapping[str, Sequence[EvaluationResult]]) -> li
         for label, texts in found.items():
             if texts:
                 which = "" if len(set(texts)) == 1 else ", the first's words"
-                out.append(f"⚠ {model}: {label} ({len(texts)} of {len(runs)} run{'s' if len(runs) > 1 else ''}{which}): "
-                           f"{texts[0]}")
+                out.append((model, label, f"⚠ {model}: {label} ({len(texts)} of {len(runs)} "
+                                          f"run{'s' if len(runs) > 1 else ''}{which}): {texts[0]}"))
     return out
 
 
@@ -754,7 +764,8 @@ def format_table(table: ScoresTable, fmt: str = "md") -> str:
         lines = ["| " + " | ".join(["model", "runs", "kind", *heads]) + " |",
                  "|" + "|".join("---" for _ in range(len(heads) + 3)) + "|"]
         lines += ["| " + " | ".join([name(r), table.runs_cell(r[0], r[1]), table.kind_cell(r[0]),
-                                     *(cell(m, s) for m, s in r[2])]) + " |" for r in table.rows]
+                                     *(cell(m, s) + table.cell_mark(r[0], k) for k, (m, s) in
+                                       zip(table.columns, r[2]))]) + " |" for r in table.rows]
         return "\n".join(lines + [""] + notes)
     if fmt == "json":
         document = {
@@ -763,6 +774,7 @@ def format_table(table: ScoresTable, fmt: str = "md") -> str:
             "rows": [{"model": model, "runs": runs, "planned_runs": dict(table.unfinished).get(model),
                       "kind": dict(table.kinds).get(model, ""), "uninformative": dict(table.uninformative).get(model),
                       "precision": dict(table.precisions).get(model),
+                      "caveats": [k for k in table.columns if (model, k) in table.caveats],
                       "reference_images": same,
                       "values": {k: {"mean": None if math.isnan(m) else m, "std": s}
                                  for k, (m, s) in zip(table.columns, cells)}}

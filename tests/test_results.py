@@ -368,6 +368,16 @@ def test_rows_scored_off_the_quantisation_ranges_scale_are_named_under_the_table
     assert sorted(n.split(":")[0] for n in notes) == ["⚠ ideal", "⚠ pca", "⚠ random"]  # no trained row
     (random_note,) = [n for n in notes if n.startswith("⚠ random")]
     assert random_note.startswith(f"⚠ random: do_tran (1 of 1 run): 10 of 10 code dimensions are {SCALE_WARNING}")
+    # its do_tran cells are marked (Markdown, the JSON's caveats), no other cell; CSV stays numbers
+    table = scores_table(protocol)
+    do_tran = [k for k in table.columns if k.startswith("do_tran.")]
+    assert do_tran and {k for m, k in table.caveats if m == "random"} == set(do_tran)
+    assert not any(m not in ("ideal", "random", "pca") for m, _ in table.caveats)
+    (row,) = [line for line in format_table(table, "md").splitlines() if line.startswith("| random |")]
+    assert "| 0.631 ⚠ |" in row and row.count("⚠") == len(do_tran)
+    rows = {r["model"]: r for r in json.loads(format_table(table, "json"))["rows"]}
+    assert rows["random"]["caveats"] == do_tran and rows["beta-vae.beta-1"]["caveats"] == []
+    assert "⚠" not in format_table(table, "csv")
     warned = load_result(REFERENCE_DIR / protocol / "random.json")
     entry = warned.metrics["do_tran"]
     clean = dataclasses.replace(warned, seeds=[1], metrics={
