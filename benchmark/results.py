@@ -806,14 +806,16 @@ def format_table(table: ScoresTable, fmt: str = "md") -> str:
         kinds, flagged = dict(table.kinds), dict(table.uninformative)
         competing = [r for r in table.rows if kinds.get(r[0]) in RANKED_KINDS and r[0] not in flagged]
         best = []
-        for i, better in enumerate(table.directions):
-            means = [r[2][i][0] for r in competing if not math.isnan(r[2][i][0])]
+        for i, (key, better) in enumerate(zip(table.columns, table.directions)):
+            means = [r[2][i][0] for r in competing if not math.isnan(r[2][i][0]) and not table.cell_mark(r[0], key)]
             best.append((max(means) if better == "higher" else min(means)) if means else None)
 
         def tcell(mean: float, std: float | None, i: int, model: str) -> str:
             if math.isnan(mean):
                 return "n/a"
             text = f"{mean:.3f}" if std is None else f"{mean:.3f} $\\pm$ {std:.3f}"
+            if table.cell_mark(model, table.columns[i]):  # does not compare: never bold
+                return text + r"$^{\ddagger}$"
             top = best[i] is not None and round(mean, 3) == round(best[i], 3) and model in {r[0] for r in competing}
             return f"\\textbf{{{text}}}" if top else text
 
@@ -835,6 +837,8 @@ def format_table(table: ScoresTable, fmt: str = "md") -> str:
                                      *(tcell(m, s, i, row[0]) for i, (m, s) in enumerate(row[2]))]) + r" \\")
         lines += [r"\bottomrule", r"\end{tabular}"]
         lines += ["% columns: " + "; ".join(f"{tex(n)} = {tex(k)}" for n, k in zip(names, table.columns))]
+        if table.caveats:
+            lines += [r"% $^{\ddagger}$: a cell that does not compare with the other rows' (the notes below say why)"]
         lines += ["% " + tex(note).replace("↑", r"$\uparrow$").replace("↓", r"$\downarrow$").replace("±", r"$\pm$")
                   for note in notes]
         return "\n".join(lines)
