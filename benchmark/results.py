@@ -672,25 +672,33 @@ def _table_of(protocol: Protocol, results: dict[str, list[EvaluationResult]], un
                        precisions=tuple(precisions.items()), caveats=caveats)
 
 
-def _incomparable_metrics(results: Mapping[str, Sequence[EvaluationResult]]) -> list[tuple[str, str, str]]:
-    """(model, metric label, line under the table) for each metric warning that says a row's scores do not
-    compare with the others' (Do & Tran's quantised metrics of a code off their range's scale): one per
-    model and metric, with how many of its runs carry it, in the words of the first (the runs' figures may
-    differ)."""
+def incomparable_metrics(run: EvaluationResult) -> dict[str, str]:
+    """Metric label -> the first of its warnings that says its scores do not compare with other rows' (Do &
+    Tran's quantised metrics of a code off their range's scale), for the metrics of ``run`` that have one."""
     from .metrics.do_tran import SCALE_WARNING
 
+    out = {}
+    for label, entry in run.metrics.items():
+        texts = [t for t in (entry.get("result") or {}).get("warnings", ()) if SCALE_WARNING in t]
+        if texts:
+            out[label] = texts[0]
+    return out
+
+
+def _incomparable_metrics(results: Mapping[str, Sequence[EvaluationResult]]) -> list[tuple[str, str, str]]:
+    """(model, metric label, line under the table) for each :func:`incomparable_metrics` warning: one per
+    model and metric, with how many of its runs carry it, in the words of the first (the runs' figures may
+    differ)."""
     out = []
     for model, runs in results.items():
         found: dict[str, list[str]] = {}
         for run in runs:
-            for label, entry in run.metrics.items():
-                texts = [t for t in (entry.get("result") or {}).get("warnings", ()) if SCALE_WARNING in t]
-                found.setdefault(label, []).extend(texts[:1])
+            for label, text in incomparable_metrics(run).items():
+                found.setdefault(label, []).append(text)
         for label, texts in found.items():
-            if texts:
-                which = "" if len(set(texts)) == 1 else ", the first's words"
-                out.append((model, label, f"⚠ {model}: {label} ({len(texts)} of {len(runs)} "
-                                          f"run{'s' if len(runs) > 1 else ''}{which}): {texts[0]}"))
+            which = "" if len(set(texts)) == 1 else ", the first's words"
+            out.append((model, label, f"⚠ {model}: {label} ({len(texts)} of {len(runs)} "
+                                      f"run{'s' if len(runs) > 1 else ''}{which}): {texts[0]}"))
     return out
 
 

@@ -211,13 +211,11 @@ def _encoders(results: Mapping[str, Sequence[Any]], trained_only: bool) -> list[
 
 def off_scale_encoders(results: Mapping[str, Sequence[Any]], trained_only: bool = True) -> list[str]:
     """The encoders (named as :func:`population_of` names them) whose result carries Do & Tran's scale
-    warning (:func:`factorbench.benchmark.metrics.do_tran.scale_warnings`): their quantised metrics read a
+    warning (:func:`factorbench.benchmark.results.incomparable_metrics`): their quantised metrics read a
     code off the scale of the fixed range, so correlations over them mix scales."""
-    from factorbench.benchmark.metrics.do_tran import SCALE_WARNING
+    from factorbench.benchmark.results import incomparable_metrics
 
-    return [name for name, run in _encoders(results, trained_only)
-            if any(SCALE_WARNING in text for entry in run.metrics.values()
-                   for text in (entry.get("result") or {}).get("warnings", ()))]
+    return [name for name, run in _encoders(results, trained_only) if incomparable_metrics(run)]
 
 
 def with_companion(population: Mapping[str, Mapping[str, float]], companion: Mapping[str, Mapping[str, float]],
