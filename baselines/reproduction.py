@@ -502,7 +502,9 @@ def render_value(expression: str, sources: _Sources) -> str:
       ``claim KEY stability``: the percentage of bootstrap draws of the settings' runs that keep its verdict
       (:func:`~factorbench.benchmark.experiments.do_tran_comparison.verdict_stability`);
     - ``claims FIELD``: how many of Do & Tran's claims there are (``total``), are ``judged`` (not "too few
-      runs"), ``reproduced``, and ``provisional`` (judged on pending settings)."""
+      runs"), ``reproduced``, and ``provisional`` (judged on pending settings); ``claims pending``: that
+      count as a clause ("3 of the verdicts rest on settings whose other seeds are still to come", or
+      "every verdict rests on complete settings")."""
     parts = expression.split()
     try:
         if parts[0] == "ours" and len(parts) == 5:
@@ -560,8 +562,12 @@ def render_value(expression: str, sources: _Sources) -> str:
             counts = {"total": len(claims), "judged": sum(c.verdict != TOO_FEW for c in claims),
                       "reproduced": sum(c.verdict == REPRODUCED for c in claims),
                       "provisional": sum(bool(c.pending_of(pending)) for c in claims)}
+            if parts[1] == "pending":
+                n = counts["provisional"]
+                return (f"{n} of the verdicts rest{'s' if n == 1 else ''} on settings whose other seeds are still to "
+                        "come" if n else "every verdict rests on complete settings")
             if parts[1] not in counts:
-                raise ValueError(f"field {parts[1]!r} is not one of {', '.join(counts)}")
+                raise ValueError(f"field {parts[1]!r} is not one of {', '.join(counts)}, pending")
             return str(counts[parts[1]])
         elif parts[0] == "gap" and len(parts) in (6, 7):
             _, protocol, model, key, name, table, *paper_model = parts

@@ -223,6 +223,7 @@ def test_prose_cites_do_and_trans_claims_with_their_provisional_mark():
     counts = {f: render_value(f"claims {f}", sources) for f in ("total", "judged", "reproduced", "provisional")}
     assert counts == {"total": "7", "judged": "3", "reproduced": str(sum(c.verdict == "reproduced" for c in claims)),
                       "provisional": "3"}
+    assert render_value("claims pending", sources) == "3 of the verdicts rest on settings whose other seeds are still to come"
     sources._do_tran_stability = {c.key: 0.25 for c in claims if c.verdict != "too few runs"}
     assert render_value("claim jemmig-rmig-agree stability", sources) == "25%"
     with pytest.raises(FactorbenchError, match="which has none \\(too few runs\\)"):
@@ -230,6 +231,7 @@ def test_prose_cites_do_and_trans_claims_with_their_provisional_mark():
     sources._do_tran = (settings, claims, {"aae.gz-10"})  # a pending setting no claim rests on
     assert render_value("claim jemmig-rmig-agree verdict", sources) == "reproduced"
     assert render_value("claims provisional", sources) == "0"
+    assert render_value("claims pending", sources) == "every verdict rests on complete settings"
     for bad, message in [("claim no-such-claim verdict", "not one of factorvae-beats-betavae"),
                          ("claim jemmig-rmig-agree nothing m2", "gives 'rho', 'runs'"),
                          ("claim factorvae-beats-betavae JEMMIG~worst~factor-vae m2", "gives no number"),
