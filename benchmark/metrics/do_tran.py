@@ -462,9 +462,8 @@ def scale_warnings(mu: Any, logvar: Any = None, *, low: float = DEFAULT_LOW, hig
     Do & Tran quantise every code over [-4, 4] "since most of the latent values fall within this range"
     (appendix A.9): codes on the scale of a N(0, 1) prior. A code of another scale reads differently,
     and JEMMIG and MISJED improve as a code shrinks: on the dSprites sub-grid a fixed random projection
-    of the pixels scores JEMMIG 0.631, the same code x 0.1 scores 0.386 and standardised 0.868; a
-    constant code would score H(y)/(H(y) + log B) per factor (0.355 there), better than every trained
-    model. A dimension is off that scale when its spread, the standard deviation of its aggregate
+    of the pixels scores JEMMIG 0.631, the same code x 0.1 scores 0.386 and standardised 0.868; a code
+    inside one bin would score H(y)/(H(y) + log B) per factor (0.355 there) while saying nothing. A dimension is off that scale when its spread, the standard deviation of its aggregate
     posterior sqrt(var(mu) + mean(exp(logvar))), lies outside :data:`SPREAD_RANGE` times (high - low) / 8,
     or when more than :data:`OUTSIDE_SHARE` of its posterior means lie outside [low, high]. Constant
     dimensions are left to the constant-code warning; a deterministic dimension whose distinct values
