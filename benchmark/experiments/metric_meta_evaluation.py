@@ -392,12 +392,11 @@ def main(argv: list[str] | None = None) -> int:
     companion = reference_results(args.companion) if args.companion else {}
     if args.plan:
         results, companion = runs_of_plan(results, args.plan), runs_of_plan(companion, args.plan)
-    result = meta_evaluate_protocol(args.protocol, results, companion,
-                                    trained_only=not args.with_reference_encoders, n_boot=args.n_boot,
-                                    seed=args.seed)
+    trained_only = not args.with_reference_encoders
+    result = meta_evaluate_protocol(args.protocol, results, companion, trained_only=trained_only,
+                                    n_boot=args.n_boot, seed=args.seed)
     print(f"{args.protocol}: {len(result.encoders)} encoders ({len(results)} models)\n")
     print(format_meta_evaluation(result))
-    trained_only = not args.with_reference_encoders
     warned = [name for name in dict.fromkeys(off_scale_encoders(results, trained_only)
                                              + off_scale_encoders(same_weights(companion, results), trained_only))
               if name in result.encoders]

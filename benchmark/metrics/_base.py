@@ -42,6 +42,7 @@ __all__ = [
     "check_same_length",
     "check_seed",
     "constant_code_warnings",
+    "constant_dims",
     "constant_dims_warnings",
     "discrete_factors",
     "factor_classes",
@@ -97,16 +98,24 @@ def _listed(indices: Sequence[int], limit: int = 20) -> str:
     return f"[{shown}{', ...' if len(indices) > limit else ''}]"
 
 
-def constant_code_warnings(codes: np.ndarray, name: str = "code", logvar: np.ndarray | None = None
-                           ) -> tuple[str, ...]:
-    """A warning naming the code dimensions (columns of ``codes``, the last axis) that take a single
-    value on every sample (with ``logvar``: whose posterior mean and log-variance both do), or ``()``."""
+def constant_dims(codes: np.ndarray, logvar: np.ndarray | None = None) -> np.ndarray:
+    """A boolean mask of the code dimensions (columns of ``codes``, the last axis) that take a single value on
+    every sample (with ``logvar``: whose posterior mean and log-variance both do)."""
     flat = np.asarray(codes).reshape(-1, np.shape(codes)[-1])
     constant = np.all(flat == flat[:1], axis=0)
     if logvar is not None:
         lv = np.asarray(logvar).reshape(flat.shape)
         constant &= np.all(lv == lv[:1], axis=0)
-    return constant_dims_warnings(np.flatnonzero(constant), flat.shape[1], len(flat), name)
+    return constant
+
+
+def constant_code_warnings(codes: np.ndarray, name: str = "code", logvar: np.ndarray | None = None
+                           ) -> tuple[str, ...]:
+    """A warning naming the code dimensions (columns of ``codes``, the last axis) that take a single
+    value on every sample (with ``logvar``: whose posterior mean and log-variance both do), or ``()``."""
+    shape = np.shape(codes)
+    return constant_dims_warnings(np.flatnonzero(constant_dims(codes, logvar)), shape[-1],
+                                  int(np.prod(shape[:-1])), name)
 
 
 def constant_dims_warnings(dims: Sequence[int], total: int, n: int, name: str = "code") -> tuple[str, ...]:

@@ -44,7 +44,7 @@ from scipy import sparse
 from scipy.special import entr, logsumexp, ndtr
 
 from ._base import (MetricInputError, MetricResult, _listed, check_codes, check_posterior, check_positive_int,
-                    check_seed, constant_code_warnings, discrete_factors, with_warnings)
+                    check_seed, constant_code_warnings, constant_dims, discrete_factors, with_warnings)
 
 __all__ = [
     "DEFAULT_BINS",
@@ -463,22 +463,23 @@ def scale_warnings(mu: Any, logvar: Any = None, *, low: float = DEFAULT_LOW, hig
     (appendix A.9): codes on the scale of a N(0, 1) prior. A code of another scale reads differently,
     and JEMMIG and MISJED improve as a code shrinks: on the dSprites sub-grid a fixed random projection
     of the pixels scores JEMMIG 0.631, the same code x 0.1 scores 0.386 and standardised 0.868; a code
-    inside one bin would score H(y)/(H(y) + log B) per factor (0.355 there) while saying nothing. A dimension is off that scale when its spread, the standard deviation of its aggregate
-    posterior sqrt(var(mu) + mean(exp(logvar))), lies outside :data:`SPREAD_RANGE` times (high - low) / 8,
-    or when more than :data:`OUTSIDE_SHARE` of its posterior means lie outside [low, high]. Constant
-    dimensions are left to the constant-code warning; a deterministic dimension whose distinct values
-    each have a bin of their own is exempt (the quantisation loses nothing of it, so its scale does not
-    matter)."""
+    inside one bin would score H(y)/(H(y) + log B) per factor (0.355 there) while saying nothing.
+    A dimension is off that scale when its spread, the standard deviation of its aggregate posterior
+    sqrt(var(mu) + mean(exp(logvar))), lies outside :data:`SPREAD_RANGE` times (high - low) / 8, or when
+    more than :data:`OUTSIDE_SHARE` of its posterior means lie outside [low, high]. Constant dimensions
+    are left to the constant-code warning; a deterministic dimension whose distinct values each have a
+    bin of their own is exempt (the quantisation loses nothing of it, so its scale does not matter)."""
     m, lv = _check_inputs(mu, logvar)
-    low, high, bins = _check_range(low, high, bins)
+    return _scale_warnings(m, lv, *_check_range(low, high, bins))
+
+
+def _scale_warnings(m: np.ndarray, lv: np.ndarray | None, low: float, high: float, bins: int) -> tuple[str, ...]:
+    """:func:`scale_warnings` of checked codes and range."""
     unit = (high - low) / 8.0
     spread = np.sqrt(m.var(axis=0) + (0.0 if lv is None else np.exp(np.minimum(lv, _MAX_LOGVAR)).mean(axis=0)))
     outside = ((m < low) | (m > high)).mean(axis=0)
     off = (spread < SPREAD_RANGE[0] * unit) | (spread > SPREAD_RANGE[1] * unit) | (outside > OUTSIDE_SHARE)
-    constant = np.all(m == m[:1], axis=0)
-    if lv is not None:
-        constant &= np.all(lv == lv[:1], axis=0)
-    off &= ~constant
+    off &= ~constant_dims(m, lv)
     if lv is None:
         for i in np.flatnonzero(off):
             values = np.unique(m[:, i])
@@ -508,7 +509,7 @@ def _constant(mu: np.ndarray, logvar: np.ndarray | None) -> tuple[str, ...]:
 
 def _quantised(mu: np.ndarray, logvar: np.ndarray | None, low: float, high: float, bins: int) -> tuple[str, ...]:
     """The warnings of a quantised metric: constant dimensions and those off the range's scale."""
-    return _constant(mu, logvar) + scale_warnings(mu, logvar, low=low, high=high, bins=bins)
+    return _constant(mu, logvar) + _scale_warnings(mu, logvar, low, high, bins)
 
 
 def _prepare(mu: Any, logvar: Any, low: Any, high: Any, bins: Any,
