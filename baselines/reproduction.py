@@ -200,41 +200,25 @@ def _do_tran_section(sources: "_Sources") -> str:
         dt.format_report(settings, claims, pending=pending, stability=sources.do_tran_stability()).rstrip()])
 
 
-#: the plans whose dSprites encoders the IRS table lists, and the scalars beside IRS
-IRS_PLANS = ("almudevar-ortega-v1", "do-tran-v1")
-IRS_COLUMNS = {"irs.score": "IRS ↑", "dci.disentanglement": "DCI D ↑", "mig.score": "MIG ↑",
-               "factor_vae.score": "FactorVAE ↑"}
-
-
 def _irs_section(sources: "_Sources", protocol: str = "dsprites-dci-v1") -> str:
-    """Suter et al.'s IRS of every collected dSprites encoder of :data:`IRS_PLANS`, beside DCI D, MIG and the
-    FactorVAE score, with the Spearman correlation of each with IRS across the encoders."""
-    from factorbench.benchmark.experiments.metric_meta_evaluation import population_of, runs_of_plan, spearman
-
+    """Suter et al.'s IRS of every collected dSprites encoder of the IRS plans, beside DCI D, MIG and the
+    FactorVAE score, with the Spearman correlation of each with IRS across the encoders
+    (:mod:`factorbench.benchmark.experiments.irs_comparison`)."""
+    from factorbench.benchmark.experiments import irs_comparison as irs
     from factorbench.benchmark.experiments.do_tran_comparison import results_with_pending
 
-    pending = {model: runs for plan in IRS_PLANS for model, runs in sources.pending(plan, protocol).items()}
-    results = results_with_pending(sources.protocol(protocol), pending)
-    rows = [(f"{name} (pending)" if name.rsplit("/", 1)[0] in pending else name, scalars) for name, scalars
-            in population_of(runs_of_plan(dict(sorted(results.items())), *IRS_PLANS)).items()]
+    pending = {model: runs for plan in irs.PLANS for model, runs in sources.pending(plan, protocol).items()}
+    result = irs.irs_comparison(results_with_pending(sources.protocol(protocol), pending))
     lines = ["### dSprites: IRS (Suter et al.)", "",
-             f"Protocol `{protocol}`, every collected encoder of " + " and ".join(f"`{p}`" for p in IRS_PLANS)
+             f"Protocol `{protocol}`, every collected encoder of " + " and ".join(f"`{p}`" for p in irs.PLANS)
              + ", with the finished seeds of entries not yet complete (marked pending, as above). Suter et al.'s "
              "appendix reports no IRS numbers to set beside these (its figures are importance "
              "matrices and interventional plots); the last row is each metric's Spearman correlation with IRS "
-             "across the encoders.", ""]
-    if not rows:
+             "across the encoders. `python -m factorbench.benchmark.experiments.irs_comparison` prints it "
+             "(`--add` puts yours beside them).", ""]
+    if not result.encoders:
         return "\n".join(lines + ["No encoder of these plans is collected yet."])
-    lines += ["| encoder | " + " | ".join(IRS_COLUMNS.values()) + " |", "|---|" + "---|" * len(IRS_COLUMNS)]
-    for name, scalars in rows:
-        lines.append(f"| {name} | " + " | ".join(_fmt(scalars.get(k, math.nan)) for k in IRS_COLUMNS) + " |")
-    irs = [r[1].get("irs.score", math.nan) for r in rows]
-    cells = []
-    for key in IRS_COLUMNS:
-        rho = spearman(irs, [r[1].get(key, math.nan) for r in rows]) if len(rows) >= 3 else math.nan
-        cells.append("n/a" if math.isnan(rho) else f"{rho:.2f}")
-    lines.append(f"| Spearman rho with IRS ({len(rows)} encoders) | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n" + irs.format_irs_comparison(result, pending=set(pending)).rstrip()
 
 
 #: the plan of fp32 replicates of the square rows and the folder its runs are collected into (outside the

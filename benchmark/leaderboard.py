@@ -45,7 +45,7 @@ from .columns import score_column
 from .environment import usable_cores
 from .kinds import KINDS
 from .protocols import PROTOCOLS, Protocol, get_protocol
-from .results import REFERENCE_DIR, EvaluationResult, ScoresTable, _reference_results, _runs_of, _table_of
+from .results import REFERENCE_DIR, EvaluationResult, ScoresTable, _reference_results, _runs_of, _table_of, added_models
 
 __all__ = ["MARKER", "build_site"]
 
@@ -530,7 +530,7 @@ def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *
             with tempfile.TemporaryDirectory() as empty:  # a protocol only the user's results show
                 results, unchecked = _reference_results(protocol, folder if folder.is_dir() else empty, mine)
             table = _table_of(protocol, results, unchecked)
-            yours = tuple(r.model or p.stem for p in mine for r in _runs_of(p)[:1])
+            yours = added_models(mine)
             table = dataclasses.replace(table, added=yours)
         else:  # a protocol without results yet: its page says so
             table = ScoresTable(protocol.name, protocol.headline.key, protocol.headline.better, (), (), ())

@@ -35,8 +35,8 @@ from factorbench.generators.outputs import check_input_dir, write_atomically
 from .columns import score_column
 from .protocols import PROTOCOLS, Protocol, get_protocol
 
-__all__ = ["EvaluationResult", "REFERENCE_DIR", "RESULT_FORMAT", "ScoresTable", "better_direction", "format_table",
-           "load_result", "reference_results", "save_runs", "scores_table"]
+__all__ = ["EvaluationResult", "REFERENCE_DIR", "RESULT_FORMAT", "ScoresTable", "added_models", "better_direction",
+           "format_table", "load_result", "reference_results", "save_runs", "scores_table"]
 
 #: the reference results shipped with the package
 REFERENCE_DIR = Path(__file__).with_name("reference")
@@ -444,6 +444,12 @@ def _check_sweep_provenance(run: EvaluationResult, where: Path, protocol: Protoc
             f"{where}: run {sweep.get('job')} is stale: {problem}. Re-run it with `factorbench sweep "
             f"{sweep.get('plan')} --only '{sweep.get('job')}'` and collect it (--collect), or remove the file")
     return checked
+
+
+def added_models(add: Sequence[str | os.PathLike]) -> tuple[str, ...]:
+    """The model names of the result files ``add`` (the user's, ``--add``), as :func:`reference_results` names
+    them: each file's model, else its file name without ``.json``."""
+    return tuple(dict.fromkeys((_runs_of(Path(p))[0].model or Path(p).stem) for p in add))
 
 
 def reference_results(protocol: str | Protocol, directory: str | os.PathLike | None = None,

@@ -336,12 +336,35 @@ def test_the_command_on_collected_runs(capsys, tmp_path, monkeypatch):
     seen = []
     monkeypatch.setattr(results_module, "reference_results",
                         lambda protocol, directory=None, add=(): seen.append((protocol, directory, add)) or collected)
+    monkeypatch.setattr(results_module, "added_models", lambda add: ())
     assert main(["--add", "mine.json", "--plot", str(tmp_path / "figures")]) == 0
     out = capsys.readouterr().out
     assert seen == [("dsprites-dci-v1", None, ["mine.json"])]
     assert "10 settings of plan `do-tran-v1`, 40 runs" in out and out.count(": reproduced. ") == 7
     assert out.count(" Stability: the same verdict in ") == 7 and "of 1,000 bootstrap draws" in out
     assert f"wrote {tmp_path / 'figures' / 'fig8.png'}" in out
+
+
+def test_your_own_encoder_stands_beside_the_settings_in_no_claim(tmp_path):
+    """An added result of the user's encoder is a setting of its own, last, named by its model, in the table and
+    the figures and in no claim; a run of neither the plan nor yours (a reference encoder) is left out."""
+    from factorbench.benchmark.experiments.do_tran_comparison import YOURS, format_report, plot_figures
+
+    collected = {s.model: _as_runs(s) for s in _population()}
+    theirs = settings_of(collected)
+    mine = SimpleNamespace(training={}, directions=dict(DIRECTIONS), scalars=lambda: {JEMMIG: 0.1, RMIG: 0.9})
+    pca = SimpleNamespace(training={}, directions=dict(DIRECTIONS), scalars=lambda: {JEMMIG: 0.2, RMIG: 0.8})
+    settings = settings_of({**collected, "my-encoder": [mine], "pca": [pca]}, yours=["my-encoder"])
+    assert [s.model for s in settings] == [s.model for s in theirs] + ["my-encoder"]
+    yours = settings[-1]
+    assert (yours.family, yours.label, yours.hyper_label, yours.runs) == (YOURS, "my-encoder (yours)", "my-encoder", 1)
+    assert [(c.key, c.verdict, c.evidence) for c in check_claims(settings)] == \
+        [(c.key, c.verdict, c.evidence) for c in check_claims(theirs)]
+    assert all("my-encoder" not in c.models for c in check_claims(settings))
+    report = format_report(settings, check_claims(settings))
+    assert "10 settings of plan `do-tran-v1`, 40 runs" in report and "beside them, yours (my-encoder), in no claim" in report
+    assert "| yours | my-encoder | 1 | 0.100 | 0.900 |" in report
+    assert len(plot_figures(settings, tmp_path)) == 4
 
 
 def test_pending_seeds_join_the_report_marked_and_never_twice():

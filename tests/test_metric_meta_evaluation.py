@@ -11,7 +11,8 @@ import pytest
 from scipy.stats import spearmanr
 
 from factorbench.benchmark.experiments.metric_meta_evaluation import (format_meta_evaluation, main,
-                                                                       meta_evaluate, population_of, spearman)
+                                                                       meta_evaluate, population_of, runs_of_plan,
+                                                                       spearman)
 from factorbench.generators.errors import FactorbenchError
 
 
@@ -147,6 +148,30 @@ def test_the_shipped_square_population_and_the_command(capsys, tmp_path):
     assert settings == ["independent", "single", "double-0.1", "triple", "confounded"]
     assert metrics == ["minimality_sufficiency.minimality", "minimality_sufficiency.sufficiency", "mig.score",
                        "sap.score", "modularity.score"]
+
+
+def test_your_own_encoder_added_joins_the_population(capsys, tmp_path):
+    """A result of the user's encoder has no training provenance (kind external): it joins the population
+    the reference encoders ideal, random and pca are kept out of, here and in the command's count."""
+    from factorbench.benchmark.cli import main as cli
+    from factorbench.benchmark.results import reference_results
+
+    mine = tmp_path / "mine.json"
+    assert cli(["evaluate", "square-dependent-v1", "--encoder", "pca", "--model", "my-encoder", "--out", str(mine),
+                "--quiet"]) == 0
+    shipped = population_of(reference_results("square-dependent-v1"))
+    population = population_of(reference_results("square-dependent-v1", add=[mine]))
+    assert set(population) - set(shipped) == {"my-encoder/run0"}
+    # the same encoder as the shipped pca row, which only --with-reference-encoders counts
+    every = population_of(reference_results("square-dependent-v1"), trained_only=False)
+    assert population["my-encoder/run0"] == pytest.approx(every["pca/run0"])
+    capsys.readouterr()
+    assert main(["square-dependent-v1", "--add", str(mine), "--n-boot", "10"]) == 0
+    assert f"{len(shipped) + 1} encoders" in capsys.readouterr().out
+    # a plan keeps its own encoders and yours
+    planned = runs_of_plan(reference_results("square-dependent-v1"), "reference-v1")
+    assert main(["square-dependent-v1", "--add", str(mine), "--plan", "reference-v1", "--n-boot", "10"]) == 0
+    assert f"{sum(len(r) for r in planned.values()) + 1} encoders" in capsys.readouterr().out
 
 
 def test_a_companion_protocols_metrics_join_the_independent_setting_oriented():

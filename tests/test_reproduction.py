@@ -271,8 +271,9 @@ def test_a_variant_is_compared_with_the_row_it_varies():
 
 def test_the_irs_table_lists_the_plans_dsprites_encoders_only():
     """Every shipped dSprites encoder of the plans, and every seed of their pending entries, marked."""
-    from factorbench.baselines.reproduction import IRS_PLANS, _irs_section, _Sources
+    from factorbench.baselines.reproduction import _irs_section, _Sources
     from factorbench.benchmark.experiments.do_tran_comparison import pending_dir
+    from factorbench.benchmark.experiments.irs_comparison import PLANS as IRS_PLANS
     from factorbench.benchmark.results import reference_results
 
     text = _irs_section(_Sources(None))

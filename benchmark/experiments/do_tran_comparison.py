@@ -97,9 +97,12 @@ MIN_SETTINGS = 2
 STABILITY_RESAMPLES = 1000
 
 REPRODUCED, NOT_REPRODUCED, TOO_FEW = "reproduced", "not reproduced", "too few runs"
+#: the family of a setting of the user's own encoder (an added result without training provenance): shown
+#: beside the plan's settings, in no claim
+YOURS = "yours"
 _FAMILY_ORDER = (FACTOR_VAE, BETA_VAE, AAE)
 _NEED = {FACTOR_VAE: MIN_SETTINGS, BETA_VAE: MIN_SETTINGS}  # settings of each family every claim needs
-_FAMILY_NAMES = {FACTOR_VAE: "FactorVAE", BETA_VAE: "beta-VAE", AAE: "AAE"}
+_FAMILY_NAMES = {FACTOR_VAE: "FactorVAE", BETA_VAE: "beta-VAE", AAE: "AAE", YOURS: "yours"}
 _ENTRY = re.compile(r"(?P<family>[A-Za-z0-9][A-Za-z0-9_-]*)\.(?P<hyper>[A-Za-z_][A-Za-z0-9_]*)"
                     r"-(?P<value>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)")
 
@@ -177,8 +180,13 @@ class Setting:
 
     @property
     def label(self) -> str:
-        """``factor-vae gamma=10``."""
-        return f"{self.family} {self.hyper_name}={self.hyper_value:g}"
+        """``factor-vae gamma=10``; ``my-encoder (yours)`` for the user's encoder."""
+        return f"{self.family} {self.hyper_name}={self.hyper_value:g}" if self.hyper_name else f"{self.model} ({self.family})"
+
+    @property
+    def hyper_label(self) -> str:
+        """``gamma = 10``; the model's name for the user's encoder, which has no hyperparameter."""
+        return f"{self.hyper_name} = {self.hyper_value:g}" if self.hyper_name else self.model
 
     def finite(self, scalar: str) -> np.ndarray:
         """The finite values of ``scalar`` over the runs."""
@@ -216,19 +224,21 @@ class Claim:
 
 def _sort_key(setting: Setting) -> tuple:
     family = setting.family
-    rank = _FAMILY_ORDER.index(family) if family in _FAMILY_ORDER else len(_FAMILY_ORDER)
-    return rank, family, setting.hyper_name, setting.hyper_value
+    rank = (_FAMILY_ORDER.index(family) if family in _FAMILY_ORDER else
+            len(_FAMILY_ORDER) + (family == YOURS))
+    return rank, family, setting.hyper_name, setting.hyper_value if setting.hyper_name else 0.0, setting.model
 
 
-def settings_of(results: Mapping[str, Sequence[Any]], plan: str = PLAN) -> list[Setting]:
+def settings_of(results: Mapping[str, Sequence[Any]], plan: str = PLAN, yours: Collection[str] = ()) -> list[Setting]:
     """One :class:`Setting` per model of ``results`` (``{model: [runs]}``, as
     :func:`factorbench.benchmark.results.reference_results` gives them) with runs that ``plan`` trained,
-    the other runs left out; FactorVAE first, then beta-VAE, the AAE and any other family, each by its
-    hyperparameter."""
+    and one per model of ``yours`` (the user's added results: family :data:`YOURS`, in no claim), the other
+    runs left out; FactorVAE first, then beta-VAE, the AAE and any other family, each by its
+    hyperparameter, then yours."""
     out = []
-    for model, runs in runs_of_plan(results, plan).items():
+    for model, runs in runs_of_plan(results, plan, keep=yours).items():
         kept = list(enumerate(runs))
-        family, hyper, value = parse_entry(model)
+        family, hyper, value = (YOURS, "", math.nan) if model in yours else parse_entry(model)
         seeds = [((r.training or {}).get("sweep") or {}).get("seed") for _, r in kept]
         order = sorted(range(len(kept)), key=lambda j: (seeds[j] is None, seeds[j] or 0, kept[j][0]))
         rows = [kept[j][1].scalars() for j in order]
@@ -540,12 +550,15 @@ def format_report(settings: Sequence[Setting], claims: Sequence[Claim], plan: st
     if not settings:
         return f"No run of plan `{plan}` is collected yet.\n"
     arrows = {"higher": " ↑", "lower": " ↓"}
-    runs = sum(s.runs for s in settings)
+    yours = [s for s in settings if s.family == YOURS]
+    planned = [s for s in settings if s.family != YOURS]
+    runs = sum(s.runs for s in planned)
     waiting = [s for s in settings if s.model in pending]
     of_them = (f"; {sum(s.runs for s in waiting)} of the runs, in {len(waiting)} settings marked pending, are finished "
                "seeds of entries not yet complete, outside the reference tables" if waiting else "")
-    out = [f"Do & Tran 2020 on dSprites: {len(settings)} settings of plan `{plan}`, {runs} runs (mean ± standard "
-           f"error over each setting's runs){of_them}", ""]
+    beside = (f"; beside them, yours ({', '.join(s.model for s in yours)}), in no claim" if yours else "")
+    out = [f"Do & Tran 2020 on dSprites: {len(planned)} settings of plan `{plan}`, {runs} runs (mean ± standard "
+           f"error over each setting's runs){of_them}{beside}", ""]
     out.append("| family | hyperparameter | runs | " + " | ".join(
         label + arrows.get(_direction(settings, scalar), "") for scalar, label in TABLE.items()) + " |")
     out.append("|---|---|---|" + "---|" * len(TABLE))
@@ -557,7 +570,7 @@ def format_report(settings: Sequence[Setting], claims: Sequence[Claim], plan: st
             missing |= math.isnan(mean)
             cells.append("n/a" if math.isnan(mean) else f"{mean:.3f}" + ("" if math.isnan(se) else f" ± {se:.3f}"))
         runs_cell = f"{s.runs}, pending" if s.model in pending else str(s.runs)
-        out.append(f"| {s.family} | {s.hyper_name} = {s.hyper_value:g} | {runs_cell} | " + " | ".join(cells) + " |")
+        out.append(f"| {s.family} | {s.hyper_label} | {runs_cell} | " + " | ".join(cells) + " |")
     if missing:
         out += ["", "n/a: no run of the setting has the metric; a result file says why under `skipped` (in `do-tran-v1`: "
                     "WSEPIN, which needs a Gaussian posterior, for the AAE's deterministic codes)."]
@@ -608,7 +621,7 @@ def _per_setting(ax: Any, settings: Sequence[Setting], scalar: str, pending: Col
         mean, se = mean_and_stderr(s.values.get(scalar, ()))
         ax.errorbar([i], [mean], yerr=None if math.isnan(se) else [se], fmt="o", color=_colour(s.family),
                     markerfacecolor=_face(s, pending), capsize=3)
-    ax.set_xticks(range(len(settings)), [f"{s.family}\n{s.hyper_name}={s.hyper_value:g}" for s in settings],
+    ax.set_xticks(range(len(settings)), [f"{s.family}\n{s.hyper_label.replace(' ', '')}" for s in settings],
                   rotation=60, ha="right", fontsize=7)
     note = _pending_note(settings, pending)
     ax.set_title(f"{TABLE.get(scalar, scalar)} ({_direction(settings, scalar)} is better; bars: ± 1 standard error"
@@ -703,12 +716,12 @@ def main(argv: list[str] | None = None) -> int:
         plots = check_output_dir(args.plot, "--plot")
         check_new_files([plots / name for name in FIGURES], args.force,
                         "pass --force to replace them or --plot to write elsewhere")
-    from factorbench.benchmark.results import reference_results
+    from factorbench.benchmark.results import added_models, reference_results
 
     results = reference_results(PROTOCOL, args.dir, add=args.add)
     pending = pending_results(args.plan, folder=pending_folder) if args.pending is not None else {}
     results = results_with_pending(results, pending)
-    settings = settings_of(results, args.plan)
+    settings = settings_of(results, args.plan, yours=added_models(args.add))
     stability = verdict_stability(settings, args.resamples) if args.resamples else None
     print(format_report(settings, check_claims(settings), plan=args.plan, pending=set(pending), stability=stability,
                         resamples=args.resamples), end="")

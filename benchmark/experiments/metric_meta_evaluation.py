@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -181,7 +181,8 @@ def population_of(results: Mapping[str, Sequence[Any]], trained_only: bool = Tru
                   oriented: bool = False) -> dict[str, dict[str, float]]:
     """One row of scalars per run: ``"<model>/seed<k>"`` (or ``"<model>/run<i>"``) -> ``run.scalars()``, from
     ``{model: [runs]}`` (:func:`factorbench.benchmark.results.reference_results`). ``trained_only`` leaves
-    out the reference encoders without training provenance (``ideal``, ``random``, ``pca``). ``oriented``:
+    out the reference encoders ``ideal``, ``random`` and ``pca`` (kinds oracle and baseline); a result of the
+    user's own encoder, without training provenance, stays (kind external). ``oriented``:
     a scalar the run marks better when lower (an error, JEMMIG) is negated and renamed ``KEY`` +
     :data:`LOWER_IS_BETTER`, so that a positive correlation always means the metric ranks as the target."""
     rows: dict[str, dict[str, float]] = {}
@@ -196,13 +197,16 @@ def population_of(results: Mapping[str, Sequence[Any]], trained_only: bool = Tru
 
 
 def _encoders(results: Mapping[str, Sequence[Any]], trained_only: bool) -> list[tuple[str, Any]]:
-    """(``"<model>/seed<k>"`` or ``"<model>/run<i>"``, run) of every run, less the reference encoders without
-    training provenance when ``trained_only``."""
+    """(``"<model>/seed<k>"`` or ``"<model>/run<i>"``, run) of every run, less the reference encoders (``ideal``,
+    ``random``, ``pca``: kinds oracle and baseline, :mod:`factorbench.benchmark.kinds`) when ``trained_only``; a
+    result of the user's own encoder (kind external, no training provenance) is kept."""
+    from factorbench.benchmark.kinds import row_kind
+
     out = []
     for model, runs in results.items():
         for i, run in enumerate(runs):
             training = run.training or {}
-            if trained_only and not training:
+            if trained_only and row_kind(model, [run]) in ("oracle", "baseline"):
                 continue
             seed = (training.get("sweep") or {}).get("seed")
             out.append((f"{model}/seed{seed}" if seed is not None else f"{model}/run{i}", run))
@@ -256,10 +260,10 @@ def same_weights(companion: Mapping[str, Sequence[Any]], results: Mapping[str, S
     return {model: runs for model, runs in kept.items() if runs}
 
 
-def runs_of_plan(results: Mapping[str, Sequence[Any]], *plans: str) -> dict[str, list[Any]]:
+def runs_of_plan(results: Mapping[str, Sequence[Any]], *plans: str, keep: Collection[str] = ()) -> dict[str, list[Any]]:
     """``{model: [runs]}`` with only the runs a sweep of one of ``plans`` trained, in their order (models
-    left without runs dropped)."""
-    kept = {model: [r for r in runs if ((r.training or {}).get("sweep") or {}).get("plan") in plans]
+    left without runs dropped), and every run of the models in ``keep`` (the user's added results)."""
+    kept = {model: [r for r in runs if model in keep or ((r.training or {}).get("sweep") or {}).get("plan") in plans]
             for model, runs in results.items()}
     return {model: runs for model, runs in kept.items() if runs}
 
@@ -386,12 +390,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.plot:  # before any work: a heat map that cannot be written fails now, not after the bootstrap
         check_output_file(args.plot, args.force, option="--plot")
-    from factorbench.benchmark.results import reference_results
+    from factorbench.benchmark.results import added_models, reference_results
 
     results = reference_results(args.protocol, args.dir, add=args.add)
     companion = reference_results(args.companion) if args.companion else {}
-    if args.plan:
-        results, companion = runs_of_plan(results, args.plan), runs_of_plan(companion, args.plan)
+    if args.plan:  # the plan's encoders, and yours beside them
+        yours = added_models(args.add)
+        results, companion = runs_of_plan(results, args.plan, keep=yours), runs_of_plan(companion, args.plan)
     trained_only = not args.with_reference_encoders
     result = meta_evaluate_protocol(args.protocol, results, companion, trained_only=trained_only,
                                     n_boot=args.n_boot, seed=args.seed)
