@@ -393,11 +393,11 @@ def _scores(p: argparse.ArgumentParser) -> None:
 def _leaderboard(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="the folder to write (new or empty; --force replaces "
                    "a site written before)")
-    p.add_argument("--protocol", nargs="+", default=None, metavar="NAME",
+    p.add_argument("--protocol", nargs="+", action="extend", default=None, metavar="NAME",
                    help="only these protocols (default: every protocol with reference results)")
     p.add_argument("--dir", metavar="DIR", default=None, help="a folder of <protocol>/<model>.json result files "
                    "(default: the reference results shipped with factorbench)")
-    p.add_argument("--add", nargs="+", default=[], metavar="RESULT.json", help="your results (files written by "
+    p.add_argument("--add", nargs="+", action="extend", default=[], metavar="RESULT.json", help="your results (files written by "
                    "`factorbench evaluate`), shown beside the reference rows of their protocols and marked as yours")
     p.add_argument("--no-plots", action="store_true", help="leave out the plots (faster)")
     p.add_argument("--jobs", type=int, default=None, metavar="N",

@@ -13,6 +13,9 @@ without it):
   more than :data:`COMPACT_OVER` columns opens in a headline view, every column one click away), the
   protocol's hash, citation and full definition, and how to cite a number;
 - ``metrics.html``: METRICS.md, one anchored section per metric family;
+- ``experiments/*.html``: the papers' experiments across the trained encoders (Almudévar & Ortega's
+  meta-evaluation per dataset, Do & Tran's dSprites comparison, Suter et al.'s IRS), each where the site
+  holds every protocol it reads (:mod:`~factorbench.benchmark.experiment_pages`);
 - ``<protocol>/<model>.html``: every run of the model (seed by seed), its provenance (model config and
   its hash, plan and plan hash, training data hashes, budget, device, wall time, the hashes of the data
   the evaluation read) and the plots ``evaluate --plots`` draws, for its first run. A plot cache
@@ -43,6 +46,7 @@ from factorbench.generators.outputs import check_output_dir
 
 from .columns import score_column
 from .environment import usable_cores
+from .experiment_pages import experiment_pages
 from .kinds import KINDS
 from .protocols import PROTOCOLS, Protocol, get_protocol
 from .results import REFERENCE_DIR, EvaluationResult, ScoresTable, _reference_results, _runs_of, _table_of, added_models
@@ -60,7 +64,7 @@ th { background: #f2f2f2; cursor: pointer; }
 td.name, th.name { text-align: left; }
 .table-wrap { overflow-x: auto; max-width: 100%; }
 .table-wrap table { margin: 0; }
-#scores td, #scores th, #runs td, #runs th, #protocols td { white-space: nowrap; }
+#scores td, #scores th, #runs td, #runs th, #protocols td, #settings td, #irs td { white-space: nowrap; }
 code { overflow-wrap: anywhere; }
 #scores tbody td:first-child, #runs tbody td:first-child, #scores thead tr:first-child th:first-child,
 #runs thead tr:first-child th:first-child { position: sticky; left: 0; z-index: 1; background: #fff; }
@@ -82,6 +86,9 @@ figcaption { color: #555; font-size: 0.9em; }
 .kind { color: #555; }
 .flag { color: #a40; font-weight: bold; }
 .added { color: #06c; font-weight: bold; }
+td.heat { text-align: center; min-width: 5.5em; }
+.ci { font-size: 0.8em; }
+.verdict { font-weight: bold; }
 """
 
 #: sorts a table by a header (click, Enter or Space; numbers by their data-value), first in the column's
@@ -385,7 +392,18 @@ def _model_page(protocol: Protocol, model: str, runs: Sequence[EvaluationResult]
     return _page(f"{model} under {protocol.name}", body, "../")
 
 
-def _index_page(entries: Sequence[tuple[Protocol, ScoresTable]], version: str) -> str:
+def _experiments_index(experiments: Sequence[Any]) -> str:
+    """The index page's list of the experiment pages (:mod:`~factorbench.benchmark.experiment_pages`)."""
+    if not experiments:
+        return ""
+    items = "".join(f'<li><a href="experiments/{_e(page.file)}">{_e(page.title)}</a> <span class="note">('
+                    f'{_e(", ".join(page.protocols))}; {_e(page.source)})</span></li>' for page in experiments)
+    return ("<h2>Experiments</h2><p>The papers' experiments across the trained encoders, computed from the same "
+            f'results as the tables:</p><ul id="experiments">{items}</ul>')
+
+
+def _index_page(entries: Sequence[tuple[Protocol, ScoresTable]], version: str, experiments: Sequence[Any] = ()
+                ) -> str:
     rows = []
     for protocol, table in entries:
         top = table.best() if table.columns else None  # oracle, baselines and uninformative rows do not compete
@@ -403,7 +421,8 @@ def _index_page(entries: Sequence[tuple[Protocol, ScoresTable]], version: str) -
                       for i, (h, b) in enumerate([("protocol", "none"), ("dataset", "none"), ("headline", "none"),
                                                   ("models", "higher"), ("best", "none")]))
             + '</tr></thead>\n<tbody>\n' + "\n".join(rows) + "\n</tbody></table></div>"
-            + '<p class="note"><a href="metrics.html">How each metric is defined, and its source</a></p>')
+            + '<p class="note"><a href="metrics.html">How each metric is defined, and its source</a></p>'
+            + _experiments_index(experiments))
     return _page("factorbench reference scores", body, "")
 
 
@@ -540,7 +559,16 @@ def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *
     try:
         staging.chmod(0o755)  # mkdtemp makes it private; a web server must read the site
         (staging / MARKER).write_text("a site written by `factorbench leaderboard`; --force replaces it\n")
-        (staging / "index.html").write_text(_index_page([(p, t) for p, t, _ in built], version))
+        experiments = experiment_pages({p.name: r for p, _, r in built if r},
+                                       yours=[m for _, t, _ in built for m in t.added],
+                                       folder=staging / "experiments", plots=plots)
+        if experiments:
+            (staging / "experiments").mkdir(exist_ok=True)
+        for page, body in experiments:
+            (staging / "experiments" / page.file).write_text(
+                _page(page.title, body + f'<p class="note">Source: {_e(page.source)}</p>', "../"))
+        (staging / "index.html").write_text(_index_page([(p, t) for p, t, _ in built], version,
+                                                        [page for page, _ in experiments]))
         (staging / "metrics.html").write_text(_metrics_page())
         pages = []  # (protocol, table, model, runs, folder, page file) of every model page
         for protocol, table, results in built:

@@ -4,6 +4,8 @@ refused before anything is written, and the pages load in a real headless browse
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import json
 import shutil
 from html.parser import HTMLParser
@@ -466,3 +468,114 @@ def test_wide_tables_fit_a_desktop_and_a_phone(tmp_path):
         assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
     finally:
         browser.quit()
+
+
+EXPERIMENT_PROTOCOLS = ["dsprites-dci-v1", "dsprites-dependent-v2"]
+
+
+@pytest.fixture(scope="module")
+def experiments_site(tmp_path_factory):
+    """The site of the two dSprites protocols the experiments read, without plots."""
+    out = tmp_path_factory.mktemp("experiments") / "site"
+    build_site(out, EXPERIMENT_PROTOCOLS, plots=False)
+    return out
+
+
+def test_experiment_pages_hold_the_experiments_numbers(experiments_site):
+    """The index links the three experiments on these protocols; each page's numbers are those of the
+    experiment's own function on the shipped results: the meta-evaluation's rho and intervals cell by cell,
+    Do & Tran's settings and verdicts, the IRS rows and correlations."""
+    from factorbench.benchmark.experiment_pages import META_N_BOOT
+    from factorbench.benchmark.experiments import do_tran_comparison as dt
+    from factorbench.benchmark.experiments.irs_comparison import irs_comparison
+    from factorbench.benchmark.experiments.metric_meta_evaluation import meta_evaluate_protocol, runs_of_plan
+    from factorbench.benchmark.results import reference_results
+
+    index = (experiments_site / "index.html").read_text()
+    links = re.findall(r'<a href="experiments/([^"]+)">', index)
+    assert links == ["meta-dsprites-dependent-v2.html", "do-tran.html", "irs.html"]
+    assert all((experiments_site / "experiments" / link).is_file() for link in links)
+
+    plan = "almudevar-ortega-v1"
+    meta = meta_evaluate_protocol("dsprites-dependent-v2",
+                                  runs_of_plan(reference_results("dsprites-dependent-v2"), plan),
+                                  runs_of_plan(reference_results("dsprites-dci-v1"), plan), n_boot=META_N_BOOT)
+    page = experiments_site / "experiments" / "meta-dsprites-dependent-v2.html"
+    assert f"{len(meta.encoders)} encoders" in page.read_text()
+    for t, target in enumerate(meta.targets):
+        rows = _table(page, f"rho-{target}")
+        assert rows[0] == ["metric", *meta.settings]
+        assert [r[0] for r in rows[1:]] == list(meta.metrics)
+        for m in range(len(meta.metrics)):
+            for s in range(len(meta.settings)):
+                rho, low, high = meta.rho[s, m, t], meta.low[s, m, t], meta.high[s, m, t]
+                assert rows[1 + m][1 + s] == ("n/a" if math.isnan(rho) else f"{rho:.2f}[{low:.2f}, {high:.2f}]")
+
+    settings = dt.settings_of(reference_results(dt.PROTOCOL), dt.PLAN)
+    page = experiments_site / "experiments" / "do-tran.html"
+    rows = _table(page, "settings")
+    assert [r[:3] for r in rows[1:]] == [[s.family, s.hyper_label, str(s.runs)] for s in settings]
+    text = page.read_text()
+    for claim in dt.check_claims(settings):
+        assert re.search(rf'<li id="{claim.key}"><strong>{claim.key}</strong> \(Figure [^)]*\): '
+                         rf'<span class="verdict">{claim.verdict}</span>', text)
+
+    irs = irs_comparison(reference_results("dsprites-dci-v1"))
+    rows = _table(experiments_site / "experiments" / "irs.html", "irs")
+    assert [r[0] for r in rows[1:-1]] == list(irs.encoders)
+    assert rows[1][1] == f"{irs.values[0, 0]:.3f}"
+    assert rows[-1] == [f"Spearman rho with IRS ({len(irs.encoders)} encoders)", "1.00",
+                        *(f"{r:.2f}" for r in irs.rho[1:])]
+
+
+def test_a_site_without_the_experiments_protocols_has_no_experiment_pages(site):
+    assert not (site / "experiments").exists()
+    assert "Experiments" not in (site / "index.html").read_text()
+
+
+def test_your_encoder_joins_the_experiment_pages_marked(tmp_path):
+    """An added result joins Do & Tran's table as a setting of its own and the IRS table, marked yours; a
+    page's figures are drawn only with plots."""
+    from factorbench.benchmark.experiment_pages import experiment_pages
+    from factorbench.benchmark.results import reference_results
+
+    shipped = reference_results("dsprites-dci-v1")
+    one = shipped["beta-vae.beta-4"][0]
+    mine = dataclasses.replace(one, training={}, model="mine")
+    pages = dict((page.file, body) for page, body in experiment_pages({"dsprites-dci-v1": {**shipped, "mine": [mine]}},
+                                                                      yours=["mine"], folder=tmp_path, plots=True))
+    assert list(pages) == ["do-tran.html", "irs.html"]  # the meta-evaluation needs dsprites-dependent-v2 too
+    assert '<td class="name" data-value="yours">yours <span class="added">yours</span></td>' in pages["do-tran.html"]
+    assert '<td class="name" data-value="mine/run0">mine/run0 <span class="added">yours</span></td>' in pages["irs.html"]
+    assert sorted(p.name for p in (tmp_path / "do-tran").iterdir()) == ["fig5.png", "fig6.png", "fig7.png", "fig8.png"]
+    without = experiment_pages({"dsprites-dci-v1": shipped}, folder=tmp_path / "none", plots=False)
+    assert "yours" not in without[0][1] and not (tmp_path / "none").exists()
+
+
+def test_experiment_pages_load_in_a_headless_browser_and_sort(experiments_site):
+    from selenium.webdriver.common.by import By
+
+    browser = _browser()
+    try:
+        browser.get((experiments_site / "index.html").as_uri())
+        browser.find_element(By.LINK_TEXT, "dSprites (Do & Tran Figures 5-8)").click()
+        assert browser.title == "dSprites (Do & Tran Figures 5-8)"
+        header = browser.find_elements(By.CSS_SELECTOR, "#settings th")[3]  # JEMMIG, lower is better
+        header.click()
+        assert header.get_attribute("aria-sort") == "ascending"
+        jemmig = [float(r.find_elements(By.CSS_SELECTOR, "td")[3].text.split(" ")[0])
+                  for r in browser.find_elements(By.CSS_SELECTOR, "#settings tbody tr")]
+        assert jemmig == sorted(jemmig)
+        for page in ("meta-dsprites-dependent-v2.html", "irs.html"):
+            browser.get((experiments_site / "experiments" / page).as_uri())
+            assert browser.find_elements(By.CSS_SELECTOR, "table tbody tr")
+        errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+        assert errors == []
+    finally:
+        browser.quit()
+
+
+def test_protocol_given_twice_keeps_both(tmp_path, capsys):
+    assert cli(["leaderboard", "--out", str(tmp_path / "site"), "--protocol", "square-lsbd-v1", "--protocol",
+                "arrow-lsbd-v1", "--no-plots", "--quiet"]) == 0
+    assert (tmp_path / "site" / "square-lsbd-v1").is_dir() and (tmp_path / "site" / "arrow-lsbd-v1").is_dir()

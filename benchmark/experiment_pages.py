@@ -1,0 +1,263 @@
+"""The leaderboard's experiment pages: the papers' experiments that factorbench runs across a population of
+encoders, computed from the same results as the score tables (the shipped rows, and yours where the site
+adds them), by the same pure functions as REPRODUCTION.md and the experiment commands:
+
+- ``experiments/meta-<protocol>.html``: Almudévar & Ortega's meta-evaluation (their Figures 4 and 5) of
+  each dataset, one heat-map table per target (Spearman's rho with its bootstrap interval per metric and
+  dependence setting), :mod:`factorbench.benchmark.experiments.metric_meta_evaluation`;
+- ``experiments/do-tran.html``: Do & Tran's dSprites comparison (their Figures 5-8), the table of settings,
+  the claims with their verdicts and stability, and the figures,
+  :mod:`factorbench.benchmark.experiments.do_tran_comparison`;
+- ``experiments/irs.html``: Suter et al.'s IRS beside DCI D, MIG and the FactorVAE score,
+  :mod:`factorbench.benchmark.experiments.irs_comparison`.
+
+An experiment is on the site when every protocol it reads is. Each page reads only the runs its plan
+trained (and yours), never the pending seeds of entries not yet complete (REPRODUCTION.md shows those,
+marked): a page of the site, like its score tables, holds reference rows only.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ExperimentPage", "experiment_pages", "rho_colour"]
+
+#: ``{protocol: {model: [runs]}}``: the results a page reads, as the site holds them
+Results = Mapping[str, Mapping[str, Sequence[Any]]]
+
+
+@dataclass(frozen=True)
+class ExperimentPage:
+    """One page: ``file`` under ``experiments/``, its ``title``, the ``protocols`` it reads (all must be on the
+    site), the ``source`` it reproduces, and ``render(results, yours, folder, plots)``, the page's HTML body
+    (``folder``: where it may write its figures, when ``plots``)."""
+
+    file: str
+    title: str
+    protocols: tuple[str, ...]
+    source: str
+    render: Callable[[Results, Collection[str], Path, bool], str]
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def rho_colour(rho: float) -> tuple[str, str]:
+    """(background, text colour) of a correlation's cell: the heat maps' diverging RdBu_r scale on [-1, 1]
+    (:func:`~factorbench.benchmark.experiments.metric_meta_evaluation.plot_meta_evaluation`), grey where there
+    is none, white text on the dark ends."""
+    if math.isnan(rho):
+        return "#d9d9d9", "#222"
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    return to_hex(colormaps["RdBu_r"]((max(-1.0, min(1.0, rho)) + 1) / 2)), "#fff" if abs(rho) > 0.6 else "#222"
+
+
+def _command(text: str) -> str:
+    return f"<p>Computed by <code>{_e(text)}</code> on the same results.</p>"
+
+
+def _yours_note(yours: Collection[str], shown: Collection[str]) -> str:
+    here = [m for m in yours if m in shown]
+    return (f'<p class="note">Yours, added to the site: {_e(", ".join(here))} '
+            '<span class="added">yours</span>.</p>' if here else "")
+
+
+# --- Almudévar & Ortega: the meta-evaluation ------------------------------------------------------------
+
+def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results, Collection[str], Path, bool], str]:
+    def render(results: Results, yours: Collection[str], folder: Path, plots: bool) -> str:
+        from factorbench.benchmark.experiments.metric_meta_evaluation import (FEW_ENCODERS, _few_encoders_caveat,
+                                                                               meta_evaluate_protocol,
+                                                                               off_scale_encoders, runs_of_plan)
+
+        mine = runs_of_plan(results[protocol], plan, keep=yours)
+        theirs = runs_of_plan(results[companion], plan, keep=yours)
+        body = [f"<p>Encoders of plan <code>{_e(plan)}</code> under <a href=\"../{_e(protocol)}/index.html\">"
+                f"{_e(protocol)}</a>, with <a href=\"../{_e(companion)}/index.html\">{_e(companion)}</a>'s metrics in "
+                "the independent setting (the one it scores; n/a elsewhere). For each dependence setting, Spearman's "
+                "rho across the encoders between every metric and a target that says what a good code does; a "
+                "metric better when lower is negated first, so a positive rho always means agreement. A good "
+                "metric correlates strongly and keeps it as the factors become dependent (the encoders are the "
+                "same in every setting).</p>"]
+        if sum(len(r) for r in mine.values()) < 3:
+            return "".join(body) + "<p>Fewer than 3 encoders are collected: too few for a rank correlation.</p>"
+        result = meta_evaluate_protocol(protocol, mine, theirs, n_boot=META_N_BOOT)
+        every = len(result.encoders)
+        body.append(f"<p>{every} encoders; each cell: rho and its {round(100 * result.level)} % bootstrap interval "
+                    f"({result.n_boot} resamples of the encoders), and its n where fewer than all have both values."
+                    "</p>")
+        if every < FEW_ENCODERS:
+            body.append(f'<p class="note">{_e(_few_encoders_caveat(every, 2))}</p>')
+        for t, target in enumerate(result.targets):
+            rows = []
+            for m, metric in enumerate(result.metrics):
+                cells = []
+                for s in range(len(result.settings)):
+                    rho, low, high = (float(result.rho[s, m, t]), float(result.low[s, m, t]),
+                                      float(result.high[s, m, t]))
+                    n = int(result.counts[s, m, t])
+                    background, colour = rho_colour(rho)
+                    text = ("n/a" if math.isnan(rho) else f"{rho:.2f}" + (
+                        "" if math.isnan(low) else f'<br><span class="ci">[{low:.2f}, {high:.2f}]</span>')
+                        + ("" if n == every else f'<br><span class="ci">n = {n}</span>'))
+                    cells.append(f'<td class="heat" style="background:{background};color:{colour}" '
+                                 f'data-value="{rho!r}">{text}</td>')
+                rows.append(f'<tr><td class="name">{_e(metric)}</td>{"".join(cells)}</tr>')
+            body.append(f'<h2>rho with <code>{_e(target)}</code></h2><div class="table-wrap">'
+                        f'<table class="heat" id="rho-{_e(target)}"><thead><tr><th class="name">metric</th>'
+                        + "".join(f"<th>{_e(s)}</th>" for s in result.settings) + "</tr></thead>\n<tbody>\n"
+                        + "\n".join(rows) + "\n</tbody></table></div>")
+        body.append(_yours_note(yours, mine))
+        warned = [e for e in dict.fromkeys(off_scale_encoders(mine) + off_scale_encoders(theirs)) if e in result.encoders]
+        if warned:
+            body.append(f'<p class="note">{len(warned)} of the encoders ({_e(", ".join(warned))}) hold codes off the '
+                        "scale of Do &amp; Tran's fixed quantisation range [-4, 4]: the do_tran rows' correlations mix "
+                        "scales (metrics.html, \"The range's scale\").</p>")
+        body.append(f"<details><summary>The {every} encoders</summary><p>"
+                    + ", ".join(f"<code>{_e(e)}</code>" for e in result.encoders) + "</p></details>")
+        body.append(_command(f"python -m factorbench.benchmark.experiments.metric_meta_evaluation {protocol} "
+                             f"--with {companion} --plan {plan}"))
+        return "".join(body)
+
+    return render
+
+
+#: bootstrap resamples of the meta-evaluation pages (as REPRODUCTION.md's tables)
+META_N_BOOT = 1000
+
+
+# --- Do & Tran: dSprites comparison ---------------------------------------------------------------------
+
+def _do_tran_render(results: Results, yours: Collection[str], folder: Path, plots: bool) -> str:
+    from factorbench.benchmark.experiments import do_tran_comparison as dt
+    from factorbench.benchmark.experiments.do_tran_comparison import mean_and_stderr
+
+    settings = dt.settings_of(results[dt.PROTOCOL], dt.PLAN, yours=yours)
+    intro = (f"<p>The encoders of plan <code>{dt.PLAN}</code> under <a href=\"../{dt.PROTOCOL}/index.html\">"
+             f"{dt.PROTOCOL}</a>: FactorVAE over gamma, beta-VAE over beta and the AAE, a row per plan entry with the "
+             "mean ± standard error over its seeds (their Figure 7 reports the mean and standard error of 4 "
+             "runs). The paper prints no numbers for these figures: each claim is read against a threshold "
+             "stated in the module before any run was scored.</p>")
+    if not settings:
+        return intro + f"<p>No run of plan <code>{dt.PLAN}</code> is collected yet.</p>"
+    header = "".join(f'<th data-col="{3 + i}" data-better="{dt._direction(settings, k)}" tabindex="0" '
+                     f'aria-sort="none">{_e(label)} {"↑" if dt._direction(settings, k) == "higher" else "↓"}</th>'
+                     for i, (k, label) in enumerate(dt.TABLE.items()))
+    rows = []
+    for s in settings:
+        cells = []
+        for k in dt.TABLE:
+            mean, se = mean_and_stderr(s.values.get(k, ()))
+            cells.append(f'<td data-value="{mean!r}">' + ("n/a" if math.isnan(mean) else f"{mean:.3f}" + (
+                "" if math.isnan(se) else f" ± {se:.3f}")) + "</td>")
+        family = _e(s.family) + (' <span class="added">yours</span>' if s.family == dt.YOURS else "")
+        rows.append(f'<tr><td class="name" data-value="{_e(s.family)}">{family}</td><td class="name" data-value='
+                    f'"{s.hyper_value if s.hyper_name else 0!r}">{_e(s.hyper_label)}</td><td data-value="{s.runs}">'
+                    f'{s.runs}</td>{"".join(cells)}</tr>')
+    table = ('<div class="table-wrap"><table class="sortable" id="settings"><thead><tr>'
+             '<th class="name" data-col="0" data-better="none" tabindex="0" aria-sort="none">family</th>'
+             '<th class="name" data-col="1" data-better="higher" tabindex="0" aria-sort="none">hyperparameter</th>'
+             '<th data-col="2" data-better="higher" tabindex="0" aria-sort="none">runs</th>' + header
+             + "</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody></table></div>")
+    claims = dt.check_claims(settings)
+    stability = dt.verdict_stability(settings)
+    items = []
+    for c in claims:
+        held = (f" Stability: the same verdict in {stability[c.key]:.0%} of {dt.STABILITY_RESAMPLES:,} bootstrap "
+                "draws of each setting's runs." if c.key in stability else "")
+        items.append(f'<li id="{_e(c.key)}"><strong>{_e(c.key)}</strong> (Figure {_e(c.figure)}): '
+                     f'<span class="verdict">{_e(c.verdict)}</span>. {_e(c.statement)} Evidence: {_e(c.evidence)}'
+                     f"{_e(held)}</li>")
+    figures = ""
+    if plots:
+        drawn = dt.plot_figures(settings, folder / "do-tran")
+        figures = "<h2>Figures</h2>" + "".join(
+            f'<figure><img src="do-tran/{_e(p.name)}" alt="{_e(p.stem)}"><figcaption>their '
+            f"{_e(p.stem.replace('fig', 'Figure '))}</figcaption></figure>" for p in drawn)
+    return (intro + table + '<p class="note">n/a: no run of the setting has the metric (WSEPIN needs a Gaussian '
+            "posterior, which the AAE's deterministic codes lack).</p>" + _missing_entries(dt.PLAN, settings)
+            + _yours_note(yours, [s.model for s in settings])
+            + "<h2>Claims (Do &amp; Tran 2020, section 4)</h2><ul>" + "".join(items) + "</ul>" + figures
+            + _command("python -m factorbench.benchmark.experiments.do_tran_comparison --plot figures/"))
+
+
+def _missing_entries(plan: str, settings: Sequence[Any]) -> str:
+    """A note naming the entries of ``plan`` without a row: their seeds have not all finished, so no reference
+    row holds them yet (REPRODUCTION.md shows their finished seeds, marked pending)."""
+    from factorbench.baselines.plan import _raw_plan
+
+    shown = {s.model for s in settings}
+    missing = [m["name"] for m in (_raw_plan(plan) or {}).get("models", []) if m.get("name") not in shown]
+    if not missing:
+        return ""
+    return (f'<p class="note">Not shown: {len(missing)} entr{"y" if len(missing) == 1 else "ies"} of the plan whose '
+            f"seeds have not all finished ({_e(', '.join(missing))}); the claims rest on the rows above.</p>")
+
+
+# --- Suter et al.: IRS --------------------------------------------------------------------------------
+
+def _irs_render(results: Results, yours: Collection[str], folder: Path, plots: bool) -> str:
+    from factorbench.benchmark.experiments import irs_comparison as irs
+
+    result = irs.irs_comparison(results[irs.PROTOCOL], yours=yours)
+    intro = (f"<p>Every dSprites encoder of {' and '.join(f'<code>{p}</code>' for p in irs.PLANS)} under "
+             f"<a href=\"../{irs.PROTOCOL}/index.html\">{irs.PROTOCOL}</a>, seed by seed: the Interventional "
+             "Robustness Score beside DCI disentanglement, MIG and the FactorVAE score, and each one's Spearman "
+             "rho with IRS across the encoders. Suter et al.'s appendix prints no IRS score to set beside "
+             "these.</p>")
+    if not result.encoders:
+        return intro + "<p>No encoder of these plans is collected yet.</p>"
+    header = "".join(f'<th data-col="{1 + c}" data-better="higher" tabindex="0" aria-sort="none">'
+                     f"{_e(irs.COLUMNS.get(k, k))} ↑</th>" for c, k in enumerate(result.columns))
+    rows = []
+    for name, model, values in zip(result.encoders, result.models, result.values):
+        mark = ' <span class="added">yours</span>' if model in yours else ""
+        rows.append(f'<tr><td class="name" data-value="{_e(name)}">{_e(name)}{mark}</td>'
+                    + "".join(f'<td data-value="{v!r}">{"n/a" if math.isnan(v) else f"{v:.3f}"}</td>' for v in values)
+                    + "</tr>")
+    rho = "".join(f"<td>{'n/a' if math.isnan(r) else f'{r:.2f}'}</td>" for r in result.rho)
+    return (intro + '<div class="table-wrap"><table class="sortable" id="irs"><thead><tr><th class="name" '
+            'data-col="0" data-better="none" tabindex="0" aria-sort="none">encoder</th>' + header
+            + "</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody><tfoot><tr><td class=\"name\">Spearman rho "
+            f"with IRS ({len(result.encoders)} encoders)</td>{rho}</tr></tfoot></table></div>"
+            + _command("python -m factorbench.benchmark.experiments.irs_comparison"))
+
+
+def _pages() -> list[ExperimentPage]:
+    """Every experiment page: a meta-evaluation per dataset of REPRODUCTION.md's (those a plan still scores
+    under), Do & Tran's comparison and the IRS table."""
+    from factorbench.baselines.reproduction import META_COMPARISONS, _retired_in
+    from factorbench.benchmark.experiments import do_tran_comparison as dt
+    from factorbench.benchmark.experiments import irs_comparison as irs
+
+    almudevar = "Almudévar & Ortega, Rethinking disentanglement under dependent factors of variation, 2025"
+    pages = [ExperimentPage(f"meta-{m.protocol}.html", m.title.replace("`", ""), (m.protocol, m.companion), almudevar,
+                            _meta_render(m.protocol, m.companion, m.plan))
+             for m in META_COMPARISONS if not _retired_in(m.plan, m.protocol)]
+    pages.append(ExperimentPage("do-tran.html", "dSprites (Do & Tran Figures 5-8)", (dt.PROTOCOL,),
+                                "Do & Tran, Theory and evaluation metrics for learning disentangled representations, "
+                                "ICLR 2020", _do_tran_render))
+    pages.append(ExperimentPage("irs.html", "dSprites: IRS (Suter et al.)", (irs.PROTOCOL,),
+                                "Suter, Miladinović, Schölkopf & Bauer, Robustly disentangled causal mechanisms: "
+                                "validating deep representations for interventional robustness, ICML 2019",
+                                _irs_render))
+    return pages
+
+
+def experiment_pages(results: Results, yours: Collection[str] = (), folder: Path | None = None,
+                     plots: bool = False) -> list[tuple[ExperimentPage, str]]:
+    """(page, HTML body) of every experiment whose protocols are all in ``results``, in order; figures are
+    written into ``folder`` when ``plots``."""
+    out = []
+    for page in _pages():
+        if all(p in results for p in page.protocols):
+            out.append((page, page.render(results, yours, folder if folder is not None else Path("."), plots)))
+    return out
