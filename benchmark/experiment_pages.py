@@ -74,7 +74,7 @@ def _yours_note(yours: Collection[str], shown: Collection[str]) -> str:
 
 def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results, Collection[str], Path, bool], str]:
     def render(results: Results, yours: Collection[str], folder: Path, plots: bool) -> str:
-        from factorbench.benchmark.experiments.metric_meta_evaluation import (FEW_ENCODERS, _few_encoders_caveat,
+        from factorbench.benchmark.experiments.metric_meta_evaluation import (FEW_ENCODERS, few_encoders_caveat,
                                                                                meta_evaluate_protocol,
                                                                                off_scale_encoders, runs_of_plan)
 
@@ -95,7 +95,7 @@ def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results,
                     f"({result.n_boot} resamples of the encoders), and its n where fewer than all have both values."
                     "</p>")
         if every < FEW_ENCODERS:
-            body.append(f'<p class="note">{_e(_few_encoders_caveat(every, 2))}</p>')
+            body.append(f'<p class="note">{_e(few_encoders_caveat(every, 2))}</p>')
         for t, target in enumerate(result.targets):
             rows = []
             for m, metric in enumerate(result.metrics):
@@ -148,8 +148,8 @@ def _do_tran_render(results: Results, yours: Collection[str], folder: Path, plot
              "stated in the module before any run was scored.</p>")
     if not settings:
         return intro + f"<p>No run of plan <code>{dt.PLAN}</code> is collected yet.</p>"
-    header = "".join(f'<th data-col="{3 + i}" data-better="{dt._direction(settings, k)}" tabindex="0" '
-                     f'aria-sort="none">{_e(label)} {"↑" if dt._direction(settings, k) == "higher" else "↓"}</th>'
+    header = "".join(f'<th data-col="{3 + i}" data-better="{dt.scalar_direction(settings, k)}" tabindex="0" '
+                     f'aria-sort="none">{_e(label)} {"↑" if dt.scalar_direction(settings, k) == "higher" else "↓"}</th>'
                      for i, (k, label) in enumerate(dt.TABLE.items()))
     rows = []
     for s in settings:

@@ -68,7 +68,7 @@ from factorbench.generators.outputs import check_input_dir, check_new_files, che
 __all__ = ["AUC_DOES_NOT_SEPARATE", "AUC_SEPARATES", "Claim", "FIGURES", "HIGH_BETA", "MIN_RUNS", "MIN_SETTINGS", "PLAN",
            "PROTOCOL", "RHO_AGREE", "RHO_BETA", "RHO_CORRELATED", "Setting", "check_claims", "format_report",
            "main", "mean_and_stderr", "parse_entry", "pending_dir", "pending_results", "plot_figures",
-           "results_with_pending", "resample_runs", "separation_auc", "settings_of", "verdict_stability",
+           "results_with_pending", "resample_runs", "scalar_direction", "separation_auc", "settings_of", "verdict_stability",
            "verdict_text"]
 
 PLAN = "do-tran-v1"
@@ -272,7 +272,9 @@ def separation_auc(first: Sequence[float], second: Sequence[float], direction: s
 
 # --- the claims ----------------------------------------------------------------------------------------
 
-def _direction(settings: Sequence[Setting], scalar: str) -> str:
+def scalar_direction(settings: Sequence[Setting], scalar: str) -> str:
+    """"higher" or "lower" (better) for ``scalar``, as the first setting that records it says, else
+    :data:`DIRECTIONS` (else "higher")."""
     for s in settings:
         if scalar in s.directions:
             return s.directions[scalar]
@@ -341,7 +343,7 @@ def _factorvae_beats_betavae(settings: Sequence[Setting]) -> Claim:
                  "(\"the worst FactorVAE models clearly outperform the best beta-VAE models\").")
     parts, numbers, holds, used = [], {}, True, []
     for scalar, name in ((JEMMIG, "JEMMIG"), (RMIG, "RMIG")):
-        direction = _direction(settings, scalar)
+        direction = scalar_direction(settings, scalar)
         fv, bv = _with_means(settings, FACTOR_VAE, scalar), _with_means(settings, BETA_VAE, scalar)
         few = _few_settings({FACTOR_VAE: len(fv), BETA_VAE: len(bv)}, _NEED,
                             f"with {MIN_RUNS} runs of {name}")
@@ -372,7 +374,7 @@ def _jemmig_rmig_agree(settings: Sequence[Setting]) -> Claim:
     both = np.concatenate([fv, bv])
     rho = spearman(both[:, 0], both[:, 1])
     # agreement has the sign of the product of the directions: negative for lower-better JEMMIG
-    sign = 1.0 if _direction(settings, JEMMIG) == _direction(settings, RMIG) else -1.0
+    sign = 1.0 if scalar_direction(settings, JEMMIG) == scalar_direction(settings, RMIG) else -1.0
     ok = not math.isnan(rho) and sign * rho >= -RHO_AGREE
     return Claim(key, figure, statement,
                  f"rho(JEMMIG, RMIG) = {_f(rho)} over {len(both)} runs ({len(fv)} FactorVAE, {len(bv)} beta-VAE).",
@@ -395,7 +397,7 @@ def _dc_do_not_separate(settings: Sequence[Setting]) -> Claim:
             if few:
                 return Claim(key, figure, statement, few, TOO_FEW)
             used += [fv_from, bv_from]
-        numbers[name] = separation_auc(fv[:, 0], bv[:, 0], _direction(settings, scalar))
+        numbers[name] = separation_auc(fv[:, 0], bv[:, 0], scalar_direction(settings, scalar))
         parts.append(f"{name} {_f(numbers[name])}")
     ok = (numbers["JEMMIG"] >= AUC_SEPARATES and numbers["RMIG"] >= AUC_SEPARATES
           and numbers["D"] < AUC_DOES_NOT_SEPARATE and numbers["C"] < AUC_DOES_NOT_SEPARATE)
@@ -438,9 +440,9 @@ def _dc_favour_high_beta(settings: Sequence[Setting]) -> Claim:
             return Claim(key, figure, statement, f"needs 3 beta-VAE settings with {MIN_RUNS} runs of {name}; the runs "
                                                  f"give {len(bv)}.", TOO_FEW)
         rho = spearman(np.array([s.hyper_value for s, _ in bv]), np.array([m for _, m in bv]))
-        numbers[f"rho {name}"] = _goodness(rho, _direction(settings, scalar))
+        numbers[f"rho {name}"] = _goodness(rho, scalar_direction(settings, scalar))
         parts.append(f"rho(beta, {name}) = {_f(numbers[f'rho {name}'])} over {len(bv)} settings")
-    direction = _direction(settings, INFORMATIVENESS)
+    direction = scalar_direction(settings, INFORMATIVENESS)
     fv = _with_means(settings, FACTOR_VAE, INFORMATIVENESS)
     high = [(s, m) for s, m in _with_means(settings, BETA_VAE, INFORMATIVENESS) if s.hyper_value >= HIGH_BETA]
     if len(fv) < MIN_SETTINGS or not high:
@@ -469,7 +471,7 @@ def _modularity_favours_vae(settings: Sequence[Setting]) -> Claim:
                                              f"with {MIN_RUNS} runs of modularity; the runs give "
                                              f"{0 if vae is None else 1} and {len(fv)}.", TOO_FEW)
     mean_vae, reference = vae.mean(MODULARITY), float(np.mean([m for _, m in fv]))
-    direction = _direction(settings, MODULARITY)
+    direction = scalar_direction(settings, MODULARITY)
     ok = _goodness(mean_vae, direction) > _goodness(reference, direction)
     return Claim(key, figure, statement, f"modularity beta=1 {_f(mean_vae)}, FactorVAE mean of {len(fv)} settings "
                                          f"{_f(reference)}.", REPRODUCED if ok else NOT_REPRODUCED,
@@ -486,7 +488,7 @@ def _jemmig_grades_vae_worst(settings: Sequence[Setting]) -> Claim:
         return Claim(key, figure, statement, f"needs the beta = 1 setting, {MIN_SETTINGS} FactorVAE and {MIN_SETTINGS} "
                                              f"beta-VAE settings, each with {MIN_RUNS} runs of JEMMIG; the runs give "
                                              f"{0 if vae is None else 1}, {len(fv)} and {len(bv)}.", TOO_FEW)
-    direction = _direction(settings, JEMMIG)
+    direction = scalar_direction(settings, JEMMIG)
     mean_vae = vae.mean(JEMMIG)
     others = [(s, m) for s, m in fv + bv if s is not vae]
     next_worst = min(others, key=lambda sm: _goodness(sm[1], direction))
@@ -560,7 +562,7 @@ def format_report(settings: Sequence[Setting], claims: Sequence[Claim], plan: st
     out = [f"Do & Tran 2020 on dSprites: {len(planned)} settings of plan `{plan}`, {runs} runs (mean ± standard "
            f"error over each setting's runs){of_them}{beside}", ""]
     out.append("| family | hyperparameter | runs | " + " | ".join(
-        label + arrows.get(_direction(settings, scalar), "") for scalar, label in TABLE.items()) + " |")
+        label + arrows.get(scalar_direction(settings, scalar), "") for scalar, label in TABLE.items()) + " |")
     out.append("|---|---|---|" + "---|" * len(TABLE))
     missing = False  # a cell without a value: the note under the table says why
     for s in settings:
@@ -624,7 +626,7 @@ def _per_setting(ax: Any, settings: Sequence[Setting], scalar: str, pending: Col
     ax.set_xticks(range(len(settings)), [f"{s.family}\n{s.hyper_label.replace(' ', '')}" for s in settings],
                   rotation=60, ha="right", fontsize=7)
     note = _pending_note(settings, pending)
-    ax.set_title(f"{TABLE.get(scalar, scalar)} ({_direction(settings, scalar)} is better; bars: ± 1 standard error"
+    ax.set_title(f"{TABLE.get(scalar, scalar)} ({scalar_direction(settings, scalar)} is better; bars: ± 1 standard error"
                  f"{'; ' + note if note else ''})", fontsize=9)
 
 

@@ -41,7 +41,7 @@ import numpy as np
 from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
 from factorbench.generators.outputs import check_output_file, save_figure
 
-__all__ = ["MetaEvaluation", "TARGETS", "WHOLE_CODE_TARGET", "format_meta_evaluation", "meta_evaluate", "meta_evaluate_protocol",
+__all__ = ["MetaEvaluation", "TARGETS", "WHOLE_CODE_TARGET", "few_encoders_caveat", "format_meta_evaluation", "meta_evaluate", "meta_evaluate_protocol",
            "plot_meta_evaluation", "runs_of_plan",
            "population_of", "protocol_order", "same_weights", "spearman", "with_companion"]
 
@@ -272,7 +272,7 @@ def runs_of_plan(results: Mapping[str, Sequence[Any]], *plans: str, keep: Collec
 FEW_ENCODERS = 10
 
 
-def _few_encoders_caveat(n: int, digits: int) -> str:
+def few_encoders_caveat(n: int, digits: int) -> str:
     """What a correlation across ``n`` encoders cannot show: rho = 1 is one of the n! orderings (rho = -1
     another), so it arises by chance with probability 1/n!; the bootstrap resamples only these n encoders,
     so its interval cannot widen beyond what they show."""
@@ -294,7 +294,7 @@ def format_meta_evaluation(result: MetaEvaluation, digits: int = 2) -> str:
                    + f" ({round(100 * result.level)} % bootstrap interval, {result.n_boot} resamples)")
         if every < FEW_ENCODERS:
             out.append("")
-            out.append(_few_encoders_caveat(every, digits))
+            out.append(few_encoders_caveat(every, digits))
         out.append("")
         out.append("| metric | " + " | ".join(result.settings) + " |")
         out.append("|---|" + "---|" * len(result.settings))
