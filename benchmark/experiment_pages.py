@@ -29,6 +29,8 @@ __all__ = ["ExperimentPage", "experiment_pages", "rho_colour"]
 
 #: ``{protocol: {model: [runs]}}``: the results a page reads, as the site holds them
 Results = Mapping[str, Mapping[str, Sequence[Any]]]
+#: bootstrap resamples of the meta-evaluation pages (as REPRODUCTION.md's tables)
+META_N_BOOT = 1000
 
 
 @dataclass(frozen=True)
@@ -128,10 +130,6 @@ def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results,
         return "".join(body)
 
     return render
-
-
-#: bootstrap resamples of the meta-evaluation pages (as REPRODUCTION.md's tables)
-META_N_BOOT = 1000
 
 
 # --- Do & Tran: dSprites comparison ---------------------------------------------------------------------
