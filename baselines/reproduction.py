@@ -184,12 +184,21 @@ def _do_tran_section(sources: "_Sources") -> str:
     (:mod:`factorbench.benchmark.experiments.do_tran_comparison`)."""
     from factorbench.benchmark.experiments import do_tran_comparison as dt
 
+    from .plan import _raw_plan
+
     settings, claims, pending = sources.do_tran()
+    shown = {s.model for s in settings}
+    missing = [m["name"] for m in (_raw_plan(dt.PLAN) or {}).get("models", []) if m.get("name") not in shown]
+    if pending:
+        status = (", with the finished seeds of entries not yet complete (`baselines/pending/"
+                  f"{dt.PLAN}/`, marked pending: the plan trains every entry's seed 0 first). ")
+    else:
+        status = (f"; {len(missing)} entries without a finished seed ({', '.join(missing)}). " if missing else
+                  ", every entry complete. ")
     return "\n".join([
         "### dSprites (Do & Tran Figures 5-8)", "",
         f"Protocol `{dt.PROTOCOL}`, the encoders of `{dt.PLAN}` (FactorVAE gamma 10-100, beta-VAE beta 1-50, the AAE; "
-        "four seeds each), with the finished seeds of entries not yet complete (`baselines/pending/"
-        f"{dt.PLAN}/`, marked pending: the plan trains every entry's seed 0 first). "
+        "four seeds each)" + status +
         "`python -m factorbench.benchmark.experiments.do_tran_comparison --pending` prints it and "
         "`--plot DIR` draws the figures; the module states how each claim is read. A claim on setting means "
         f"counts only settings with at least {dt.MIN_RUNS} runs; a claim across runs (Figures 5c and 6) can be "
