@@ -485,6 +485,25 @@ def test_verdict_stability_closed_form():
     assert verdict_stability(equal, resamples=100, seed=3) == verdict_stability(equal, resamples=100, seed=3)
 
 
+def test_verdict_stability_does_not_move_with_settings_in_no_claim():
+    """The AAE's and your settings are in no claim: adding or changing them leaves every stability as it was
+    (they are not drawn, so the random stream of the claimed families' draws is the same)."""
+    means = {entry: row[:5] + (0.86 if entry[0] == "factor-vae" else row[5],) + row[6:] for entry, row in PAPER.items()
+             if entry[0] != "aae"}
+    population = [Setting(family, hyper, float(value), f"{family}.{hyper}-{value}",
+                          {k: (m, m) for k, m in zip(SCALARS, row)}, directions=dict(DIRECTIONS))
+                  for (family, hyper, value), row in means.items()]
+    vae = next(i for i, s in enumerate(population) if s.family == "beta-vae" and s.hyper_value == 1)
+    population[vae] = Setting("beta-vae", "beta", 1.0, population[vae].model,
+                              {**population[vae].values, MODULARITY: (0.90, 0.80)}, directions=dict(DIRECTIONS))
+    alone = verdict_stability(population, resamples=200, seed=2)
+    extra = [Setting("aae", "gz", g, f"aae.gz-{g}", {JEMMIG: (0.8, 0.9, 0.85), RMIG: (0.1, 0.0, 0.05)},
+                     directions=dict(DIRECTIONS)) for g in (10, 20)]
+    extra.append(Setting("yours", "", math.nan, "mine", {JEMMIG: (0.1, 0.2)}, directions=dict(DIRECTIONS)))
+    assert verdict_stability(extra + population, resamples=200, seed=2) == alone
+    assert 0.6 < alone["modularity-favours-vae"] < 0.9  # a verdict that the draws move (3/4 in expectation)
+
+
 def test_verdict_stability_leaves_out_what_it_cannot_judge():
     one_run = _population(runs=1)  # claims on setting means: too few runs in every draw
     verdicts = _verdicts(one_run)
