@@ -172,6 +172,20 @@ def test_your_own_encoder_added_joins_the_population(capsys, tmp_path):
     planned = runs_of_plan(reference_results("square-dependent-v1"), "reference-v1")
     assert main(["square-dependent-v1", "--add", str(mine), "--plan", "reference-v1", "--n-boot", "10"]) == 0
     assert f"{sum(len(r) for r in planned.values()) + 1} encoders" in capsys.readouterr().out
+    # yours under the companion protocol join your row there (without them its cells count one fewer)
+    theirs = tmp_path / "mine-lsbd.json"
+    assert cli(["evaluate", "square-lsbd-v1", "--encoder", "pca", "--model", "my-encoder", "--out", str(theirs),
+                "--quiet"]) == 0
+    capsys.readouterr()
+    every_cell = re.compile(r"^\| dci\.disentanglement \| [-0-9.]+ \[[-0-9., ]+\] \|", re.M)
+    assert main(["square-dependent-v1", "--add", str(mine), "--with", "square-lsbd-v1", "--n-boot", "10"]) == 0
+    assert f"(n = {len(shipped)})" in capsys.readouterr().out
+    assert main(["square-dependent-v1", "--add", str(mine), "--with", "square-lsbd-v1", "--add-with", str(theirs),
+                 "--plan", "reference-v1", "--n-boot", "10"]) == 0
+    assert every_cell.search(capsys.readouterr().out)
+    with pytest.raises(SystemExit) as stop:
+        main(["square-dependent-v1", "--add-with", str(theirs)])
+    assert stop.value.code == 2 and "give --with PROTOCOL too" in capsys.readouterr().err
 
 
 def test_a_companion_protocols_metrics_join_the_independent_setting_oriented():

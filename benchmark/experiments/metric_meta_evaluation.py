@@ -24,7 +24,8 @@ A ``-dependent-v2`` protocol adds a third target, the same forests on the whole 
 
 ``--with`` adds the metrics of a companion protocol scored on the same encoders' independent data (DCI,
 BetaVAE, FactorVAE, Do & Tran's) to the independent setting, the one setting in which they are computed;
-``--plan`` keeps only the runs a plan trained.
+``--plan`` keeps only the runs a plan trained (and yours, ``--add``); ``--add-with`` adds your results under
+the companion protocol, joined to your row of the same model.
 """
 
 from __future__ import annotations
@@ -382,21 +383,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--with", dest="companion", default=None, metavar="PROTOCOL",
                         help="also the metrics of this protocol (scored on the same encoders' independent data, e.g. "
                              "dsprites-dci-v1), in the independent setting")
+    parser.add_argument("--add-with", action="append", default=[], metavar="JSON",
+                        help="your results under the --with protocol (repeatable), joined to your --add results of the "
+                             "same model")
     parser.add_argument("--plan", default=None, help="only the runs this plan trained, e.g. almudevar-ortega-v1")
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot", metavar="PNG", default=None, help="also write the heat maps")
     parser.add_argument("--force", action="store_true", help="replace --plot if it exists")
     args = parser.parse_args(argv)
+    if args.add_with and not args.companion:
+        parser.error("--add-with adds results under the --with protocol: give --with PROTOCOL too")
     if args.plot:  # before any work: a heat map that cannot be written fails now, not after the bootstrap
         check_output_file(args.plot, args.force, option="--plot")
     from factorbench.benchmark.results import added_models, reference_results
 
     results = reference_results(args.protocol, args.dir, add=args.add)
-    companion = reference_results(args.companion) if args.companion else {}
+    companion = reference_results(args.companion, add=args.add_with) if args.companion else {}
     if args.plan:  # the plan's encoders, and yours beside them
         yours = added_models(args.add)
-        results, companion = runs_of_plan(results, args.plan, keep=yours), runs_of_plan(companion, args.plan)
+        results, companion = (runs_of_plan(results, args.plan, keep=yours),
+                              runs_of_plan(companion, args.plan, keep=added_models(args.add_with)))
     trained_only = not args.with_reference_encoders
     result = meta_evaluate_protocol(args.protocol, results, companion, trained_only=trained_only,
                                     n_boot=args.n_boot, seed=args.seed)
