@@ -36,14 +36,27 @@ META_N_BOOT = 1000
 @dataclass(frozen=True)
 class ExperimentPage:
     """One page: ``file`` under ``experiments/``, its ``title``, the ``protocols`` it reads (all must be on the
-    site), the ``source`` it reproduces, and ``render(results, yours, folder, plots)``, the page's HTML body
-    (``folder``: where it may write its figures, when ``plots``)."""
+    site), the ``plans`` whose encoders it shows, the ``source`` it reproduces, and ``render(results, yours,
+    folder, plots)``, the page's HTML body (``folder``: where it may write its figures, when ``plots``)."""
 
     file: str
     title: str
     protocols: tuple[str, ...]
+    plans: tuple[str, ...]
     source: str
     render: Callable[[Results, Collection[str], Path, bool], str]
+
+    def citation(self, results: Results, version: str) -> str:
+        """What to give to cite a number of the page: its title, each protocol and its hash, each plan and the
+        hash its runs on the page record, and the factorbench version."""
+        from .protocols import get_protocol
+
+        protocols = [f"{p} (protocol {get_protocol(p).hash()[:12]})" for p in self.protocols]
+        plans = sorted({(sweep["plan"], str(sweep.get("plan_hash", ""))[:12])
+                        for p in self.protocols for runs in results[p].values() for run in runs
+                        if (sweep := (run.training or {}).get("sweep") or {}).get("plan") in self.plans})
+        return "; ".join([self.title, *protocols, *(f"{name} (plan {digest})" for name, digest in plans),
+                          f"factorbench {version}"])
 
 
 def _e(value: Any) -> str:
@@ -237,13 +250,13 @@ def _pages() -> list[ExperimentPage]:
     from factorbench.benchmark.experiments import irs_comparison as irs
 
     almudevar = "Almudévar & Ortega, Rethinking disentanglement under dependent factors of variation, 2025"
-    pages = [ExperimentPage(f"meta-{m.protocol}.html", m.title.replace("`", ""), (m.protocol, m.companion), almudevar,
-                            _meta_render(m.protocol, m.companion, m.plan))
+    pages = [ExperimentPage(f"meta-{m.protocol}.html", m.title.replace("`", ""), (m.protocol, m.companion), (m.plan,),
+                            almudevar, _meta_render(m.protocol, m.companion, m.plan))
              for m in META_COMPARISONS if not _retired_in(m.plan, m.protocol)]
-    pages.append(ExperimentPage("do-tran.html", "dSprites (Do & Tran Figures 5-8)", (dt.PROTOCOL,),
+    pages.append(ExperimentPage("do-tran.html", "dSprites (Do & Tran Figures 5-8)", (dt.PROTOCOL,), (dt.PLAN,),
                                 "Do & Tran, Theory and evaluation metrics for learning disentangled representations, "
                                 "ICLR 2020", _do_tran_render))
-    pages.append(ExperimentPage("irs.html", "dSprites: IRS (Suter et al.)", (irs.PROTOCOL,),
+    pages.append(ExperimentPage("irs.html", "dSprites: IRS (Suter et al.)", (irs.PROTOCOL,), irs.PLANS,
                                 "Suter, Miladinović, Schölkopf & Bauer, Robustly disentangled causal mechanisms: "
                                 "validating deep representations for interventional robustness, ICML 2019",
                                 _irs_render))

@@ -565,8 +565,10 @@ def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *
         if experiments:
             (staging / "experiments").mkdir(exist_ok=True)
         for page, body in experiments:
-            (staging / "experiments" / page.file).write_text(
-                _page(page.title, body + f'<p class="note">Source: {_e(page.source)}</p>', "../"))
+            cite = page.citation({p.name: r for p, _, r in built if r}, version)
+            (staging / "experiments" / page.file).write_text(_page(
+                page.title, body + f'<p class="note">Source: {_e(page.source)}</p><p>To cite a number of this page, '
+                f"give: <code>{_e(cite)}</code>.</p>", "../"))
         (staging / "index.html").write_text(_index_page([(p, t) for p, t, _ in built], version,
                                                         [page for page, _ in experiments]))
         (staging / "metrics.html").write_text(_metrics_page())

@@ -513,6 +513,11 @@ def test_experiment_pages_hold_the_experiments_numbers(experiments_site):
 
     settings = dt.settings_of(reference_results(dt.PROTOCOL), dt.PLAN)
     page = experiments_site / "experiments" / "do-tran.html"
+    from factorbench.benchmark.protocols import get_protocol
+
+    plan_hash = reference_results(dt.PROTOCOL)["beta-vae.beta-1"][0].training["sweep"]["plan_hash"][:12]
+    assert (f"<code>dSprites (Do &amp; Tran Figures 5-8); dsprites-dci-v1 (protocol "
+            f"{get_protocol('dsprites-dci-v1').hash()[:12]}); do-tran-v1 (plan {plan_hash}); factorbench ") in page.read_text()
     rows = _table(page, "settings")
     assert [r[:3] for r in rows[1:]] == [[s.family, s.hyper_label, str(s.runs)] for s in settings]
     text = page.read_text()
