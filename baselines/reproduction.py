@@ -199,7 +199,7 @@ def _do_tran_section(sources: "_Sources") -> str:
         "### dSprites (Do & Tran Figures 5-8)", "",
         f"Protocol `{dt.PROTOCOL}`, the encoders of `{dt.PLAN}` (FactorVAE gamma 10-100, beta-VAE beta 1-50, the AAE; "
         "four seeds each)" + status +
-        "`python -m factorbench.benchmark.experiments.do_tran_comparison --pending` prints it and "
+        f"`python -m factorbench.benchmark.experiments.do_tran_comparison{' --pending' if pending else ''}` prints it and "
         "`--plot DIR` draws the figures; the module states how each claim is read. A claim on setting means "
         f"counts only settings with at least {dt.MIN_RUNS} runs; a claim across runs (Figures 5c and 6) can be "
         "judged on one seed per setting. A judged claim's stability is the share of "
