@@ -790,7 +790,8 @@ def format_table(table: ScoresTable, fmt: str = "md") -> str:
                       "precision": dict(table.precisions).get(model),
                       "caveats": [k for k in table.columns if (model, k) in table.caveats],
                       "reference_images": same,
-                      "values": {k: {"mean": None if math.isnan(m) else m, "std": s}
+                      "values": {k: {"mean": None if math.isnan(m) else m,
+                                     "std": None if s is None or math.isnan(s) else s}
                                  for k, (m, s) in zip(table.columns, cells)}}
                      for model, runs, cells, same in table.rows],
             "notes": notes}
