@@ -184,11 +184,8 @@ def _do_tran_section(sources: "_Sources") -> str:
     (:mod:`factorbench.benchmark.experiments.do_tran_comparison`)."""
     from factorbench.benchmark.experiments import do_tran_comparison as dt
 
-    from .plan import _raw_plan
-
     settings, claims, pending = sources.do_tran()
-    shown = {s.model for s in settings}
-    missing = [m["name"] for m in (_raw_plan(dt.PLAN) or {}).get("models", []) if m.get("name") not in shown]
+    missing = dt.missing_entries(settings)
     if pending:
         status = (", with the finished seeds of entries not yet complete (`baselines/pending/"
                   f"{dt.PLAN}/`, marked pending: the plan trains every entry's seed 0 first). ")

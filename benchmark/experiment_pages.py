@@ -159,9 +159,10 @@ def _do_tran_render(results: Results, yours: Collection[str], folder: Path, plot
              "stated in the module before any run was scored.</p>")
     if not settings:
         return intro + f"<p>No run of plan <code>{dt.PLAN}</code> is collected yet.</p>"
-    header = "".join(f'<th data-col="{3 + i}" data-better="{dt.scalar_direction(settings, k)}" tabindex="0" '
-                     f'aria-sort="none">{_e(label)} {"↑" if dt.scalar_direction(settings, k) == "higher" else "↓"}</th>'
-                     for i, (k, label) in enumerate(dt.TABLE.items()))
+    directions = [dt.scalar_direction(settings, k) for k in dt.TABLE]
+    header = "".join(f'<th data-col="{3 + i}" data-better="{better}" tabindex="0" aria-sort="none">{_e(label)} '
+                     f'{"↑" if better == "higher" else "↓"}</th>'
+                     for i, (label, better) in enumerate(zip(dt.TABLE.values(), directions)))
     rows = []
     for s in settings:
         cells = []
@@ -203,10 +204,9 @@ def _do_tran_render(results: Results, yours: Collection[str], folder: Path, plot
 def _missing_entries(plan: str, settings: Sequence[Any]) -> str:
     """A note naming the entries of ``plan`` without a row: their seeds have not all finished, so no reference
     row holds them yet (REPRODUCTION.md shows their finished seeds, marked pending)."""
-    from factorbench.baselines.plan import _raw_plan
+    from factorbench.benchmark.experiments.do_tran_comparison import missing_entries
 
-    shown = {s.model for s in settings}
-    missing = [m["name"] for m in (_raw_plan(plan) or {}).get("models", []) if m.get("name") not in shown]
+    missing = missing_entries(settings, plan)
     if not missing:
         return ""
     return (f'<p class="note">Not shown: {len(missing)} entr{"y" if len(missing) == 1 else "ies"} of the plan whose '

@@ -49,7 +49,7 @@ from .environment import usable_cores
 from .experiment_pages import experiment_pages
 from .kinds import KINDS
 from .protocols import PROTOCOLS, Protocol, get_protocol
-from .results import REFERENCE_DIR, EvaluationResult, ScoresTable, _reference_results, _runs_of, _table_of, added_models
+from .results import REFERENCE_DIR, EvaluationResult, ScoresTable, _reference_results, _table_of, added_models
 
 __all__ = ["MARKER", "build_site"]
 
@@ -559,13 +559,13 @@ def build_site(out: str | os.PathLike, protocols: Iterable[str] | None = None, *
     try:
         staging.chmod(0o755)  # mkdtemp makes it private; a web server must read the site
         (staging / MARKER).write_text("a site written by `factorbench leaderboard`; --force replaces it\n")
-        experiments = experiment_pages({p.name: r for p, _, r in built if r},
-                                       yours=[m for _, t, _ in built for m in t.added],
+        site_results = {p.name: r for p, _, r in built if r}
+        experiments = experiment_pages(site_results, yours=[m for _, t, _ in built for m in t.added],
                                        folder=staging / "experiments", plots=plots)
         if experiments:
             (staging / "experiments").mkdir(exist_ok=True)
         for page, body in experiments:
-            cite = page.citation({p.name: r for p, _, r in built if r}, version)
+            cite = page.citation(site_results, version)
             (staging / "experiments" / page.file).write_text(_page(
                 page.title, body + f'<p class="note">Source: {_e(page.source)}</p><p>To cite a number of this page, '
                 f"give: <code>{_e(cite)}</code>.</p>", "../"))

@@ -67,7 +67,7 @@ from factorbench.generators.outputs import check_input_dir, check_new_files, che
 
 __all__ = ["AUC_DOES_NOT_SEPARATE", "AUC_SEPARATES", "Claim", "FIGURES", "HIGH_BETA", "MIN_RUNS", "MIN_SETTINGS", "PLAN",
            "PROTOCOL", "RHO_AGREE", "RHO_BETA", "RHO_CORRELATED", "Setting", "check_claims", "format_report",
-           "main", "mean_and_stderr", "parse_entry", "pending_dir", "pending_results", "plot_figures",
+           "main", "mean_and_stderr", "missing_entries", "parse_entry", "pending_dir", "pending_results", "plot_figures",
            "results_with_pending", "resample_runs", "scalar_direction", "separation_auc", "settings_of", "verdict_stability",
            "verdict_text"]
 
@@ -134,6 +134,15 @@ def pending_results(plan: str = PLAN, protocol: str = PROTOCOL, folder: str | os
 
     folder = pending_dir(plan, protocol) if folder is None else Path(folder)
     return reference_results(protocol, folder) if folder.is_dir() else {}
+
+
+def missing_entries(settings: Sequence["Setting"], plan: str = PLAN) -> list[str]:
+    """The entries of the shipped ``plan`` without a setting among ``settings`` (none of their seeds is in
+    the results given), in the plan's order; none for a plan that is not shipped."""
+    from factorbench.baselines.plan import _raw_plan
+
+    shown = {s.model for s in settings}
+    return [m["name"] for m in (_raw_plan(plan) or {}).get("models", []) if m.get("name") not in shown]
 
 
 def results_with_pending(results: Mapping[str, Sequence[Any]], pending: Mapping[str, Sequence[Any]]
