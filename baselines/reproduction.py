@@ -103,9 +103,9 @@ COMPARISONS = (
 @dataclass(frozen=True)
 class MetaComparison:
     """One meta-evaluation (Almudévar & Ortega's Figures 4 and 5): the Spearman correlations across the
-    encoders that ``plan`` trained, under the dependent-factor ``protocol`` with the ``companion``
-    protocol's metrics in the independent setting. Their figures are heat maps without printed numbers,
-    so the paper's side is its stated findings, in the prose."""
+    encoders that ``plan`` trained, under the dependent-factor ``protocol`` (with the ``companion``
+    protocol's metrics in the independent setting, where ``protocol`` leaves them out; "" = none). Their
+    figures are heat maps without printed numbers, so the paper's side is its stated findings, in the prose."""
 
     title: str
     protocol: str
@@ -113,10 +113,30 @@ class MetaComparison:
     plan: str
     note: str = ""
 
+    @property
+    def protocols(self) -> tuple[str, ...]:
+        """The protocols it reads."""
+        return (self.protocol, self.companion) if self.companion else (self.protocol,)
+
+
+_EARLIER = ("The earlier scoring, kept as its record: `{}` scored minimality, sufficiency, MIG, SAP, modularity, IRS "
+            "and the downstream targets in every setting, and DCI, BetaVAE, FactorVAE and Do & Tran's came from `{}` "
+            "on independent data only (n/a elsewhere). The plan moved to `{}`, which scores every metric in every "
+            "setting as the paper does; these encoders join its tables as they train again.")
+
+
+def _earlier(dataset: str, title: str) -> MetaComparison:
+    return MetaComparison(f"{title} under `{dataset}-dependent-v2` (earlier scoring)", f"{dataset}-dependent-v2",
+                          f"{dataset}-dci-v1", "almudevar-ortega-v1",
+                          _EARLIER.format(f"{dataset}-dependent-v2", f"{dataset}-dci-v1", f"{dataset}-dependent-v3"))
+
 
 META_COMPARISONS = (
-    MetaComparison("dSprites (Almudévar & Ortega Figures 4 and 5)", "dsprites-dependent-v2", "dsprites-dci-v1",
+    MetaComparison("dSprites (Almudévar & Ortega Figures 4 and 5)", "dsprites-dependent-v3", "", "almudevar-ortega-v1"),
+    MetaComparison("Shapes3D (Almudévar & Ortega Figures 4 and 5)", "shapes3d-dependent-v3", "", "almudevar-ortega-v1"),
+    MetaComparison("MPI3D-toy (Almudévar & Ortega Figures 4 and 5)", "mpi3d-toy-dependent-v3", "",
                    "almudevar-ortega-v1"),
+    _earlier("dsprites", "dSprites"),
     MetaComparison("dSprites, the first encoders under `dsprites-dependent-v1`", "dsprites-dependent-v1",
                    "dsprites-dci-v1", "almudevar-ortega-v1",
                    "All ten have since trained again under `dsprites-dependent-v2`, which adds the whole-code target "
@@ -124,10 +144,8 @@ META_COMPARISONS = (
                    "first scoring. Eight gave the same weights again on the same GPU model; `beta-vae` and "
                    "`annealed-vae` on `burgess-2018` trained again on a CPU, with other weights, so their "
                    "`dsprites-dci-v1` scores join only their v2 rows (the cells of n = 8 here)."),
-    MetaComparison("Shapes3D (Almudévar & Ortega Figures 4 and 5)", "shapes3d-dependent-v2", "shapes3d-dci-v1",
-                   "almudevar-ortega-v1"),
-    MetaComparison("MPI3D-toy (Almudévar & Ortega Figures 4 and 5)", "mpi3d-toy-dependent-v2", "mpi3d-toy-dci-v1",
-                   "almudevar-ortega-v1"),
+    _earlier("shapes3d", "Shapes3D"),
+    _earlier("mpi3d-toy", "MPI3D-toy"),
 )
 
 #: bootstrap resamples of the meta-evaluation tables (seeded: the document is reproducible)
@@ -165,15 +183,18 @@ def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
              _retired_in(meta.plan, meta.protocol) else f"of the {planned} that `{meta.plan}` trains")
     result = sources.meta(meta.protocol)
     lines = [f"### {meta.title}", ""]
+    with_companion = f" (with `{meta.companion}`)" if meta.companion else ""
+    scored = (f", with `{meta.companion}`'s metrics in the independent setting (the one it scores)" if meta.companion
+              else ", every metric scored in every setting")
+    command = (f"python -m factorbench.benchmark.experiments.metric_meta_evaluation {meta.protocol}"
+               + (f" --with {meta.companion}" if meta.companion else "") + f" --plan {meta.plan}")
     if result is None:
-        lines.append(f"Protocol `{meta.protocol}` (with `{meta.companion}`): fewer than 3 of the {planned} encoders "
+        lines.append(f"Protocol `{meta.protocol}`{with_companion}: fewer than 3 of the {planned} encoders "
                      f"that `{meta.plan}` trains are collected, too few for a rank correlation.")
     else:
-        lines += [f"Protocol `{meta.protocol}`, with `{meta.companion}`'s metrics in the independent setting (the one "
-                  f"it scores); {len(result.encoders)} encoders {whose}: "
-                  + ", ".join(f"`{e}`" for e in result.encoders) + ". `python -m "
-                  f"factorbench.benchmark.experiments.metric_meta_evaluation {meta.protocol} --with {meta.companion} "
-                  f"--plan {meta.plan}` prints it.", "", format_meta_evaluation(result).rstrip()]
+        lines += [f"Protocol `{meta.protocol}`{scored}; {len(result.encoders)} encoders {whose}: "
+                  + ", ".join(f"`{e}`" for e in result.encoders) + f". `{command}` prints it.", "",
+                  format_meta_evaluation(result).rstrip()]
     if meta.note:
         lines += ["", meta.note]
     return "\n".join(lines)
@@ -394,7 +415,7 @@ class _Sources:
                 raise FactorbenchError(f"no meta-evaluation of {protocol}: one of "
                                        + ", ".join(m.protocol for m in META_COMPARISONS))
             results = runs_of_plan(self.protocol(protocol), entry.plan)
-            companion = runs_of_plan(self.protocol(entry.companion), entry.plan)
+            companion = runs_of_plan(self.protocol(entry.companion), entry.plan) if entry.companion else None
             self._meta[protocol] = meta_evaluate_protocol(protocol, results, companion, n_boot=META_N_BOOT) \
                 if sum(len(runs) for runs in results.values()) >= 3 else None
         return self._meta[protocol]

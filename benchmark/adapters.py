@@ -78,7 +78,7 @@ class EvalContext:
 
 #: metric name -> "module.function" in factorbench.benchmark.metrics
 METRIC_FUNCTIONS: dict[str, str] = {
-    "dci": "dci.dci", "mig": "mig.mig", "sap": "sap.sap", "modularity": "modularity.modularity",
+    "dci": "dci.dci", "dci_of_samples": "dci.dci_of_samples", "mig": "mig.mig", "sap": "sap.sap", "modularity": "modularity.modularity",
     "explicitness": "modularity.explicitness", "irs": "irs.irs",
     "minimality_sufficiency": "minimality.minimality_sufficiency",
     "single_code_accuracy": "downstream.single_code_accuracy", "full_code_accuracy": "downstream.full_code_accuracy",
@@ -142,7 +142,7 @@ def _on_eval(name: str) -> Adapter:
 
 
 for _name in ("mig", "modularity", "sap", "explicitness", "irs", "minimality_sufficiency", "single_code_accuracy",
-              "full_code_accuracy"):
+              "full_code_accuracy", "dci_of_samples"):
     ADAPTERS[_name] = _on_eval(_name)
 
 
@@ -162,26 +162,31 @@ def _dci(ctx: EvalContext, call: MetricCall) -> MetricResult:
                kinds=ctx.kinds, heldout=heldout or None, seed=call.seed, **call.settings)
 
 
-def _grid_sampler(ctx: EvalContext) -> Any:
-    from .metrics.samplers import GridSampler
+def _grid_sampler(ctx: EvalContext, call: MetricCall) -> Any:
+    """The grid's sampler: uniform grid points (the factors independent), or, where the call names an
+    ``eval`` split, the samples of that split (their dependence kept; :class:`SplitSampler`)."""
+    from .metrics.samplers import GridSampler, SplitSampler
 
     if ctx.grid_shape is None:
         raise NotApplicable("intervention metrics need a full grid dataset (or a generator sampler)")
-    return GridSampler(ctx.grid_factors or ctx.dataset.spec.factors, ctx.grid_codes())
+    factors = ctx.grid_factors or ctx.dataset.spec.factors
+    if "eval" not in call.data:
+        return GridSampler(factors, ctx.grid_codes())
+    return SplitSampler(factors, ctx.grid_codes(), ctx.factors[ctx.role_rows(call, "eval")])
 
 
 @adapter("beta_vae_score")
 def _beta_vae(ctx: EvalContext, call: MetricCall) -> MetricResult:
     from .metrics.intervention import beta_vae_score
 
-    return beta_vae_score(_grid_sampler(ctx), None, seed=call.seed, **call.settings)
+    return beta_vae_score(_grid_sampler(ctx, call), None, seed=call.seed, **call.settings)
 
 
 @adapter("factor_vae_score")
 def _factor_vae(ctx: EvalContext, call: MetricCall) -> MetricResult:
     from .metrics.intervention import factor_vae_score
 
-    return factor_vae_score(_grid_sampler(ctx), None, seed=call.seed, **call.settings)
+    return factor_vae_score(_grid_sampler(ctx, call), None, seed=call.seed, **call.settings)
 
 
 @adapter("d_lsbd")

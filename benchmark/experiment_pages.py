@@ -94,10 +94,11 @@ def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results,
                                                                                off_scale_encoders, runs_of_plan)
 
         mine = runs_of_plan(results[protocol], plan, keep=yours)
-        theirs = runs_of_plan(results[companion], plan, keep=yours)
+        theirs = runs_of_plan(results[companion], plan, keep=yours) if companion else {}
+        scored = (f", with <a href=\"../{_e(companion)}/index.html\">{_e(companion)}</a>'s metrics in the independent "
+                  "setting (the one it scores; n/a elsewhere)" if companion else ", every metric scored in every setting")
         body = [f"<p>Encoders of plan <code>{_e(plan)}</code> under <a href=\"../{_e(protocol)}/index.html\">"
-                f"{_e(protocol)}</a>, with <a href=\"../{_e(companion)}/index.html\">{_e(companion)}</a>'s metrics in "
-                "the independent setting (the one it scores; n/a elsewhere). For each dependence setting, Spearman's "
+                f"{_e(protocol)}</a>{scored}. For each dependence setting, Spearman's "
                 "rho across the encoders between every metric and a target that says what a good code does; a "
                 "metric better when lower is negated first, so a positive rho always means agreement. A good "
                 "metric correlates strongly and keeps it as the factors become dependent (the encoders are the "
@@ -139,7 +140,7 @@ def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results,
         body.append(f"<details><summary>The {every} encoders</summary><p>"
                     + ", ".join(f"<code>{_e(e)}</code>" for e in result.encoders) + "</p></details>")
         body.append(_command(f"python -m factorbench.benchmark.experiments.metric_meta_evaluation {protocol} "
-                             f"--with {companion} --plan {plan}"))
+                             + (f"--with {companion} " if companion else "") + f"--plan {plan}"))
         return "".join(body)
 
     return render
@@ -243,16 +244,16 @@ def _irs_render(results: Results, yours: Collection[str], folder: Path, plots: b
 
 
 def _pages() -> list[ExperimentPage]:
-    """Every experiment page: a meta-evaluation per dataset of REPRODUCTION.md's (those a plan still scores
-    under), Do & Tran's comparison and the IRS table."""
-    from factorbench.baselines.reproduction import META_COMPARISONS, _retired_in
+    """Every experiment page: each meta-evaluation of REPRODUCTION.md's (the current scoring first, then the
+    earlier ones, kept as their record), Do & Tran's comparison and the IRS table."""
+    from factorbench.baselines.reproduction import META_COMPARISONS
     from factorbench.benchmark.experiments import do_tran_comparison as dt
     from factorbench.benchmark.experiments import irs_comparison as irs
 
     almudevar = "Almudévar & Ortega, Rethinking disentanglement under dependent factors of variation, 2025"
-    pages = [ExperimentPage(f"meta-{m.protocol}.html", m.title.replace("`", ""), (m.protocol, m.companion), (m.plan,),
+    pages = [ExperimentPage(f"meta-{m.protocol}.html", m.title.replace("`", ""), m.protocols, (m.plan,),
                             almudevar, _meta_render(m.protocol, m.companion, m.plan))
-             for m in META_COMPARISONS if not _retired_in(m.plan, m.protocol)]
+             for m in META_COMPARISONS]
     pages.append(ExperimentPage("do-tran.html", "dSprites (Do & Tran Figures 5-8)", (dt.PROTOCOL,), (dt.PLAN,),
                                 "Do & Tran, Theory and evaluation metrics for learning disentangled representations, "
                                 "ICLR 2020", _do_tran_render))

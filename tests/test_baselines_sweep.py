@@ -219,8 +219,10 @@ def test_the_standard_dataset_plans_hold_the_settings_their_sources_give():
     assert (ada.beta, ada.k) == (6.0, 1)
     hfs = by_id["hfs-vae.burgess/mpi3d-toy/seed0"]
     assert (hfs.beta, hfs.gamma, hfs.hfs_pairs) == (1.0, 1.0, 25)
-    assert jobs[0].protocols == ("dsprites-dependent-v2", "dsprites-dci-v1")
-    assert plan.datasets["dsprites"].retired == ("dsprites-dependent-v1",)  # its first 10 encoders' results
+    assert jobs[0].protocols == ("dsprites-dependent-v3", "dsprites-dci-v1")
+    # the results of its earlier scorings: the first 10 encoders under v1, the first 20 under v2
+    assert plan.datasets["dsprites"].retired == ("dsprites-dependent-v1", "dsprites-dependent-v2")
+    assert plan.datasets["shapes3d"].retired == ("shapes3d-dependent-v2",)
 
     plan = load_plan("do-tran-v1")
     jobs = expand(plan)

@@ -126,7 +126,7 @@ def test_check_reports_an_edited_reference_file_without_a_traceback(tmp_path, ca
 
     from factorbench.baselines.reproduction import _replicate_protocols
 
-    protocols = [c.protocol for c in COMPARISONS] + [p for m in META_COMPARISONS for p in (m.protocol, m.companion)] \
+    protocols = [c.protocol for c in COMPARISONS] + [p for m in META_COMPARISONS for p in m.protocols] \
         + _replicate_protocols()
     for protocol in protocols:
         if (REFERENCE_DIR / protocol).is_dir():

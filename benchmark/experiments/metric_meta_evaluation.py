@@ -16,14 +16,16 @@ apart).
     python -m factorbench.benchmark.experiments.metric_meta_evaluation square-dependent-v1 --add mine.json --plot fig.png
     python -m factorbench.benchmark.experiments.metric_meta_evaluation dsprites-dependent-v1 \
         --with dsprites-dci-v1 --plan almudevar-ortega-v1
+    python -m factorbench.benchmark.experiments.metric_meta_evaluation dsprites-dependent-v3 --plan almudevar-ortega-v1
     python -m factorbench.benchmark.experiments.metric_meta_evaluation dsprites-dependent-v2 \
         --with dsprites-dci-v1 --plan almudevar-ortega-v1
 
-A ``-dependent-v2`` protocol adds a third target, the same forests on the whole code
-(:data:`WHOLE_CODE_TARGET`).
+From ``-dependent-v2`` on, a protocol adds a third target, the same forests on the whole code
+(:data:`WHOLE_CODE_TARGET`); a ``-dependent-v3`` protocol scores every metric in every setting.
 
 ``--with`` adds the metrics of a companion protocol scored on the same encoders' independent data (DCI,
-BetaVAE, FactorVAE, Do & Tran's) to the independent setting, the one setting in which they are computed;
+BetaVAE, FactorVAE, Do & Tran's) to the independent setting, the one setting in which they are computed
+(for the v1 and v2 protocols, which score them nowhere else);
 ``--plan`` keeps only the runs a plan trained (and yours, ``--add``); ``--add-with`` adds your results under
 the companion protocol, joined to your row of the same model.
 """

@@ -72,6 +72,7 @@ __all__ = [
     "ZeroShotResult",
     "dci",
     "dci_from_importance",
+    "dci_of_samples",
     "zero_shot_informativeness",
 ]
 
@@ -808,6 +809,54 @@ def dci(codes_train: Any, factors_train: Any, codes_test: Any, factors_test: Any
         hyperparameters=tuple(f.hyperparameters for f in fit.factors), regressor=regressor,
         selection=fit.selection, completeness_weighting=completeness, cyclic=cyclic, nrmse_std=nrmse_std)
     return with_warnings(result, constant_code_warnings(p.x_train, "code (training split)"))
+
+
+def grouped_parts(groups: np.ndarray, fractions: Sequence[float], seed: int) -> list[np.ndarray]:
+    """Sample indices cut into parts of about ``fractions`` of the distinct groups each (a seeded
+    permutation of the groups), so that the samples of one group (one observation drawn twice) fall in
+    one part."""
+    unique, inverse = np.unique(groups, return_inverse=True)
+    rank = np.empty(len(unique), dtype=np.int64)
+    rank[np.random.default_rng(seed).permutation(len(unique))] = np.arange(len(unique))
+    bounds = np.round(np.cumsum([0.0, *fractions]) * len(unique)).astype(np.int64)
+    return [np.flatnonzero((rank[inverse] >= a) & (rank[inverse] < b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def dci_of_samples(codes: Any, factors: Any, *, classes: Any = None, groups: Any = None,
+                   kinds: Sequence[str] | None = None, seed: int = 0, validation_fraction: float = 0.1,
+                   test_fraction: float = 0.1, regressor: str = "lasso", cyclic: str = "raw",
+                   completeness: str = "mean", nrmse_std: str = "train", alphas: Sequence[float] | None = None,
+                   depths: Sequence[int | None] | None = None, n_trees: int = DEFAULT_TREES,
+                   gbt_params: Mapping[str, Any] | None = None, max_iter: int = 10_000) -> DCIResult:
+    """:func:`dci` on one set of samples (e.g. a correlated split, whose factors are dependent): the set
+    is cut into training, validation and test parts by ``groups`` (N,) (the observation each sample is;
+    None: every sample its own), ``validation_fraction`` and ``test_fraction`` of the groups each, with a
+    seeded permutation (:func:`grouped_parts`), and DCI is fitted and tested on those parts, so that the
+    importances and the informativeness are those of the set's own distribution. ``classes`` (N, K)
+    feeds ``regressor="gbt"`` only, as in :func:`dci`."""
+    x = check_codes(codes, "codes", min_samples=5)
+    f = np.asarray(factors, dtype=np.float64)
+    if f.ndim != 2 or len(f) != len(x):
+        raise MetricInputError(f"factors must have shape ({len(x)}, K), one row per code; got {f.shape}")
+    g = np.arange(len(x)) if groups is None else np.asarray(groups)
+    if g.shape != (len(x),):
+        raise MetricInputError(f"groups has shape {g.shape}; give one group label per sample ({len(x)},)")
+    for name, value in (("validation_fraction", validation_fraction), ("test_fraction", test_fraction)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+            raise MetricInputError(f"{name} must be a fraction in (0, 1), got {value!r}")
+    if validation_fraction + test_fraction >= 1:
+        raise MetricInputError(f"validation_fraction + test_fraction must leave a training part; got "
+                               f"{validation_fraction} + {test_fraction}")
+    train, val, test = grouped_parts(g, (1 - validation_fraction - test_fraction, validation_fraction,
+                                         test_fraction), seed)
+    if min(len(train), len(val), len(test)) < 2:
+        raise MetricInputError(f"{len(np.unique(g))} distinct samples are too few to cut into training, validation "
+                               "and test parts; give more samples")
+    c = None if classes is None or regressor != "gbt" else np.asarray(classes)
+    return dci(x[train], f[train], x[test], f[test], codes_val=x[val], factors_val=f[val], regressor=regressor,
+               kinds=kinds, cyclic=cyclic, seed=seed, completeness=completeness, nrmse_std=nrmse_std,
+               alphas=alphas, depths=depths, n_trees=n_trees, gbt_params=gbt_params, max_iter=max_iter,
+               classes_train=None if c is None else c[train], classes_test=None if c is None else c[test])
 
 
 def zero_shot_informativeness(codes_train: Any, factors_train: Any, codes_heldout: Any, factors_heldout: Any, *,

@@ -8,9 +8,12 @@ code's scale and a pruning threshold of 0.05 on its standard deviation.
 
 Data come from a :class:`~factorbench.benchmark.metrics.samplers.FactorSampler` (factor values and
 their observations); ``encoder`` maps observations (n, ...) to codes (n, D) (numpy, or a tensor with
-``.detach().cpu()``); without an encoder the observations are the codes. Encoding is batched over many
-points (``encoder_batch`` observations per encoder call; without an encoder, codes are fetched a whole
-sampling block at a time); the result depends on the seed and the other arguments, not on
+``.detach().cpu()``); without an encoder the observations are the codes. A factor is held fixed by the
+sampler's ``hold_fixed`` (overwriting its column where factors are independent; with a
+:class:`~factorbench.benchmark.metrics.samplers.SplitSampler` on dependent factors, the other factors are
+drawn from the samples that share its value, so every observation stays in the data's distribution).
+Encoding is batched over many points (``encoder_batch`` observations per encoder call; without an
+encoder, codes are fetched a whole sampling block at a time); the result depends on the seed and the other arguments, not on
 ``encoder_batch``. Randomness: ``SeedSequence(seed)`` spawns independent streams for the variance
 estimate, the training points and the evaluation points.
 
@@ -33,7 +36,7 @@ from sklearn.linear_model import LogisticRegression
 
 from ._base import (MetricInputError, MetricResult, _listed, check_codes, check_positive_int, check_seed,
                     constant_dims_warnings, with_warnings)
-from .samplers import check_sampler
+from .samplers import check_sampler, hold_fixed
 
 __all__ = ["BetaVAEResult", "FactorVAEResult", "beta_vae_score", "factor_vae_score"]
 
@@ -172,9 +175,10 @@ def _beta_vae_points(rep: _Representation, sampler: Any, k: int, batch_size: int
         m = b - a
         fixed = rng.integers(k, size=m)
         v1 = _sample(sampler, m * batch_size, k, rng).reshape(m, batch_size, k)
-        v2 = _sample(sampler, m * batch_size, k, rng).reshape(m, batch_size, k)
+        v2 = _sample(sampler, m * batch_size, k, rng)
         point = np.arange(m)
-        v2[point, :, fixed] = v1[point, :, fixed]
+        v2 = hold_fixed(sampler, v2, np.repeat(fixed, batch_size), v1[point, :, fixed].ravel(), rng
+                        ).reshape(m, batch_size, k)
         z = rep(np.concatenate([v1.reshape(-1, k), v2.reshape(-1, k)]))
         z1, z2 = z[:m * batch_size].reshape(m, batch_size, -1), z[m * batch_size:].reshape(m, batch_size, -1)
         features.append(np.abs(z1 - z2).mean(axis=1))
@@ -225,8 +229,9 @@ def _factor_vae_votes(rep: _Representation, sampler: Any, k: int, batch_size: in
         fixed = rng.integers(k, size=m)
         v = _sample(sampler, m * batch_size, k, rng).reshape(m, batch_size, k)
         point = np.arange(m)
-        v[point, :, fixed] = v[point, 0, fixed][:, None]
-        z = rep(v.reshape(-1, k)).reshape(m, batch_size, d)
+        v = hold_fixed(sampler, v.reshape(-1, k), np.repeat(fixed, batch_size),
+                       np.repeat(v[point, 0, fixed], batch_size), rng)
+        z = rep(v).reshape(m, batch_size, d)
         local = np.where(active, z.var(axis=1, ddof=1) / scale, np.inf)
         votes += np.bincount(local.argmin(axis=1) * k + fixed, minlength=d * k)
     return votes.reshape(d, k)

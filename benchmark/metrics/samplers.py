@@ -7,10 +7,22 @@ two operations they need, as disentanglement_lib's ``GroundTruthData`` does:
 - ``sample(n, rng)``: factor values (n, K) drawn i.i.d. from the dataset's factor distribution;
 - ``observe(values)``: the observation of each row of values (images, or precomputed codes).
 
-Two samplers cover factorbench's data:
+and one more that the metrics use where a sampler has it:
+
+- ``hold_fixed(values, factor, value, rng)``: the rows of ``values`` redrawn so that factor
+  ``factor[i]`` of row i takes ``value[i]`` and the other factors follow the data's distribution given
+  it. With independent factors that is overwriting one column (:meth:`FactorSampler.hold_fixed`, and
+  what the metrics do for a sampler without the method); with dependent factors the other factors must
+  be drawn again.
+
+Three samplers cover factorbench's data:
 
 - :class:`GridSampler`: a full grid of observations (a grid dataset file, or codes precomputed on the
   grid), indexed in C order over the factors' grid values; ``sample`` draws uniform grid points.
+- :class:`SplitSampler`: the same grid, but factor values drawn from a set of samples (e.g. a
+  correlated split, whose factors are dependent), and held fixed by drawing, among those samples,
+  the ones that share the fixed factor's value: the data-based reading of the intervention metrics
+  (the FactorVAE score of Almudévar & Ortega's code, after Carbonneau et al.'s ``z_min_var``).
 - :class:`GeneratorSampler`: any generator; ``sample`` draws each factor uniformly over its domain
   (its interval, or its grid values) and ``observe`` renders the images.
 
@@ -37,7 +49,9 @@ __all__ = [
     "FactorSampler",
     "GeneratorSampler",
     "GridSampler",
+    "SplitSampler",
     "check_sampler",
+    "hold_fixed",
     "grid_classes",
     "sample_factor_values",
 ]
@@ -102,6 +116,30 @@ class FactorSampler(ABC):
     @abstractmethod
     def observe(self, values: np.ndarray) -> Any:
         """Observations (n, ...) of the rows of ``values`` (images, or codes)."""
+
+    def hold_fixed(self, values: np.ndarray, factor: np.ndarray, value: np.ndarray,
+                   rng: np.random.Generator) -> np.ndarray:
+        """``values`` (n, K) with factor ``factor[i]`` of row i set to ``value[i]``: the conditional draw
+        when factors are independent (it draws nothing from ``rng``)."""
+        return _overwrite(values, factor, value)
+
+
+def _overwrite(values: np.ndarray, factor: np.ndarray, value: np.ndarray) -> np.ndarray:
+    out = np.array(values, dtype=np.float64)
+    out[np.arange(len(out)), factor] = value
+    return out
+
+
+def hold_fixed(sampler: Any, values: np.ndarray, factor: np.ndarray, value: np.ndarray,
+               rng: np.random.Generator) -> np.ndarray:
+    """``sampler.hold_fixed`` where the sampler has it, else the independent rule (overwrite the column)."""
+    method = getattr(sampler, "hold_fixed", None)
+    if method is None:
+        return _overwrite(values, factor, value)
+    out = np.asarray(method(values, factor, value, rng), dtype=np.float64)
+    if out.shape != np.shape(values):
+        raise MetricInputError(f"sampler.hold_fixed returned shape {out.shape}; expected {np.shape(values)}")
+    return out
 
 
 def check_sampler(sampler: Any) -> int:
@@ -249,6 +287,54 @@ class GridSampler(FactorSampler):
         # array-likes (lazy image files, h5py) read an increasing index array best: read each row once
         unique, inverse = np.unique(idx, return_inverse=True)
         return np.asarray(self.observations[unique])[inverse.ravel()]
+
+
+class SplitSampler(GridSampler):
+    """A :class:`GridSampler` whose factor values come from ``samples`` (n, K), the factor values of a
+    set of grid points (a split, repeats allowed), instead of the uniform grid.
+
+    ``sample`` draws rows of ``samples`` uniformly with replacement: the set's joint distribution,
+    dependent factors included. ``hold_fixed`` draws, for each row, a row of ``samples`` whose factor
+    k has the nearest grid value to the one asked for, uniformly among them: the conditional
+    distribution of the other factors given factor k in the set. A value no sample has is an error.
+    ``observe`` is the grid's.
+    """
+
+    def __init__(self, factors: Sequence[Factor], observations: Any, samples: Any, *, rows: Any = None) -> None:
+        super().__init__(factors, observations, rows=rows)
+        samples = _check_values(samples, self.num_factors)
+        if not len(samples):
+            raise MetricInputError("SplitSampler needs at least one sample to draw from")
+        self.samples = grid_classes(self.factors, samples)  # classes, then the grid values they stand for
+        self.values = np.stack([np.asarray(f.values, dtype=np.float64)[self.samples[:, j]]
+                                for j, f in enumerate(self.factors)], axis=1)
+        # per factor: the samples sorted by that factor's class, and where each class starts
+        self._order = [np.argsort(self.samples[:, j], kind="stable") for j in range(self.num_factors)]
+        self._starts = [np.searchsorted(self.samples[order, j], np.arange(n + 1))
+                        for j, (order, n) in enumerate(zip(self._order, self.grid_shape))]
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return self.values[rng.integers(len(self.values), size=_check_n(n))]
+
+    def hold_fixed(self, values: np.ndarray, factor: np.ndarray, value: np.ndarray,
+                   rng: np.random.Generator) -> np.ndarray:
+        values = _check_values(values, self.num_factors)
+        factor, value = np.asarray(factor, dtype=np.int64), np.asarray(value, dtype=np.float64)
+        out = np.empty_like(values)
+        u = rng.random(len(values))
+        for j, f in enumerate(self.factors):
+            at = np.flatnonzero(factor == j)
+            if not at.size:
+                continue
+            classes = _nearest_value(f, value[at])
+            start, stop = self._starts[j][classes], self._starts[j][classes + 1]
+            if np.any(stop == start):
+                missing = np.unique(np.asarray(f.values)[classes[stop == start]])
+                raise MetricInputError(f"no sample has {f.name} = {', '.join(f'{v:g}' for v in missing[:5])}; "
+                                       "a value held fixed must be one the samples take")
+            picked = start + np.minimum((u[at] * (stop - start)).astype(np.int64), stop - start - 1)
+            out[at] = self.values[self._order[j][picked]]
+        return out
 
 
 # --------------------------------------------------------------------------- generator

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_generate import cpu_model
+from factorbench.benchmark.environment import cpu_model_name
 
 BUDGET_S = 30.0
 
@@ -65,7 +65,7 @@ def main() -> None:
             print(f"{protocol:<24} {'given':<8} {wall:>7.1f} {t['prepare_dataset']:>6.1f} {t['encode']:>7.1f} "
                   f"{metrics:>8.1f} {wall / ref_wall:>6.2f} {wall / BUDGET_S:>9.2f}", flush=True)
             print(f"{'':<24} {'pca':<8} {ref_wall:>7.1f}", flush=True)
-    print(f"(encoder {args.encoder}; {cpu_model()}, {os.cpu_count()} cores, median of {args.repeats}; "
+    print(f"(encoder {args.encoder}; {cpu_model_name()}, {os.cpu_count()} cores, median of {args.repeats}; "
           "wall includes interpreter start and imports)")
 
 
