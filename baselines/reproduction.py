@@ -112,6 +112,13 @@ class MetaComparison:
     companion: str
     plan: str
     note: str = ""
+    #: its name where another comparison reads the same protocol (another plan's encoders); "" = the protocol
+    key: str = ""
+
+    @property
+    def name(self) -> str:
+        """What the prose's ``rho`` values and the leaderboard's page name it by: ``key``, else the protocol."""
+        return self.key or self.protocol
 
     @property
     def protocols(self) -> tuple[str, ...]:
@@ -136,6 +143,13 @@ META_COMPARISONS = (
     MetaComparison("Shapes3D (Almudévar & Ortega Figures 4 and 5)", "shapes3d-dependent-v3", "", "almudevar-ortega-v1"),
     MetaComparison("MPI3D-toy (Almudévar & Ortega Figures 4 and 5)", "mpi3d-toy-dependent-v3", "",
                    "almudevar-ortega-v1"),
+    MetaComparison("dSprites, Do & Tran's encoders under `dsprites-dependent-v3`", "dsprites-dependent-v3", "",
+                   "do-tran-v1",
+                   "A second population on the same protocol: the 48 dSprites encoders of `do-tran-v1` (FactorVAE "
+                   "gamma 10-100, beta-VAE beta 1-50 and the AAE, four seeds each; one architecture, two loss "
+                   "families and their hyperparameters, where Almudévar & Ortega vary losses and architectures). "
+                   "Their plan added this protocol after training; each run is scored on its own weights.",
+                   key="dsprites-dependent-v3.do-tran-v1"),
     _earlier("dsprites", "dSprites"),
     MetaComparison("dSprites, the first encoders under `dsprites-dependent-v1`", "dsprites-dependent-v1",
                    "dsprites-dci-v1", "almudevar-ortega-v1",
@@ -181,7 +195,7 @@ def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
     planned = _planned_jobs(meta.plan, meta.protocol)
     whose = (f"that `{meta.plan}` scored under it before moving its scoring to a newer version" if
              _retired_in(meta.plan, meta.protocol) else f"of the {planned} that `{meta.plan}` trains")
-    result = sources.meta(meta.protocol)
+    result = sources.meta(meta.name)
     lines = [f"### {meta.title}", ""]
     with_companion = f" (with `{meta.companion}`)" if meta.companion else ""
     scored = (f", with `{meta.companion}`'s metrics in the independent setting (the one it scores)" if meta.companion
@@ -404,21 +418,21 @@ class _Sources:
             self._results[key] = pending_results(plan, protocol)
         return self._results[key]
 
-    def meta(self, protocol: str) -> Any:
-        """The meta-evaluation of the :data:`META_COMPARISONS` entry of ``protocol`` (None with fewer than 3
-        encoders collected), computed once."""
+    def meta(self, name: str) -> Any:
+        """The meta-evaluation of the :data:`META_COMPARISONS` entry named ``name`` (its key, else its
+        protocol; None with fewer than 3 encoders collected), computed once."""
         from factorbench.benchmark.experiments.metric_meta_evaluation import meta_evaluate_protocol, runs_of_plan
 
-        if protocol not in self._meta:
-            entry = next((m for m in META_COMPARISONS if m.protocol == protocol), None)
+        if name not in self._meta:
+            entry = next((m for m in META_COMPARISONS if m.name == name), None)
             if entry is None:
-                raise FactorbenchError(f"no meta-evaluation of {protocol}: one of "
-                                       + ", ".join(m.protocol for m in META_COMPARISONS))
-            results = runs_of_plan(self.protocol(protocol), entry.plan)
+                raise FactorbenchError(f"no meta-evaluation {name}: one of "
+                                       + ", ".join(m.name for m in META_COMPARISONS))
+            results = runs_of_plan(self.protocol(entry.protocol), entry.plan)
             companion = runs_of_plan(self.protocol(entry.companion), entry.plan) if entry.companion else None
-            self._meta[protocol] = meta_evaluate_protocol(protocol, results, companion, n_boot=META_N_BOOT) \
+            self._meta[name] = meta_evaluate_protocol(entry.protocol, results, companion, n_boot=META_N_BOOT) \
                 if sum(len(runs) for runs in results.values()) >= 3 else None
-        return self._meta[protocol]
+        return self._meta[name]
 
     def do_tran(self) -> tuple[list[Any], list[Any], set[str]]:
         """Do & Tran's settings (the collected and pending runs of their plan), their claims checked, and the
@@ -501,8 +515,8 @@ def render_value(expression: str, sources: _Sources) -> str:
     - ``gap PROTOCOL MODEL KEY FILE TABLE [PAPER_MODEL]``: our mean's distance from the published mean in
       published standard deviations, one decimal (``PAPER_MODEL``: the published row, for an entry of ours
       that varies it, e.g. ``quessard-1k`` against ``quessard``);
-    - ``rho PROTOCOL TARGET METRIC SETTING FORMAT``: a cell of the meta-evaluation of ``PROTOCOL``
-      (:data:`META_COMPARISONS`): ``mN`` Spearman's rho, ``ciN`` its bootstrap interval, ``n`` the number
+    - ``rho NAME TARGET METRIC SETTING FORMAT``: a cell of the meta-evaluation named ``NAME`` (its protocol,
+      or its key: :data:`META_COMPARISONS`): ``mN`` Spearman's rho, ``ciN`` its bootstrap interval, ``n`` the number
       of encoders it is over (``~`` in METRIC stands for a space);
     - ``precision PROTOCOL FIELD``: a count of the precision replicates' comparison (:data:`PRECISION_PLAN`):
       ``models`` collected, ``planned``, ``scalars``, ``fragile`` scalars, ``pairs`` (model, scalar),

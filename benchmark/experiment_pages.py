@@ -251,7 +251,7 @@ def _pages() -> list[ExperimentPage]:
     from factorbench.benchmark.experiments import irs_comparison as irs
 
     almudevar = "Almudévar & Ortega, Rethinking disentanglement under dependent factors of variation, 2025"
-    pages = [ExperimentPage(f"meta-{m.protocol}.html", m.title.replace("`", ""), m.protocols, (m.plan,),
+    pages = [ExperimentPage(f"meta-{m.name}.html", m.title.replace("`", ""), m.protocols, (m.plan,),
                             almudevar, _meta_render(m.protocol, m.companion, m.plan))
              for m in META_COMPARISONS]
     pages.append(ExperimentPage("do-tran.html", "dSprites (Do & Tran Figures 5-8)", (dt.PROTOCOL,), (dt.PLAN,),

@@ -226,7 +226,7 @@ def test_the_standard_dataset_plans_hold_the_settings_their_sources_give():
 
     plan = load_plan("do-tran-v1")
     jobs = expand(plan)
-    assert len(jobs) == (4 + 5 + 3) * 4 and {j.protocols for j in jobs} == {("dsprites-dci-v1",)}
+    assert len(jobs) == (4 + 5 + 3) * 4 and {j.protocols for j in jobs} == {("dsprites-dci-v1", "dsprites-dependent-v3")}
     by_entry = {j.entry.name: j.config for j in jobs if j.seed == 0}
     assert sorted(c.gamma for n, c in by_entry.items() if n.startswith("factor-vae")) == [10, 20, 50, 100]
     assert sorted(c.beta for n, c in by_entry.items() if n.startswith("beta-vae")) == [1, 4, 10, 20, 50]

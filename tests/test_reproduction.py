@@ -196,6 +196,36 @@ def test_prose_numbers_are_generated_once_from_full_precision_and_checked(tmp_pa
     assert "<!--=ours square-lsbd-v1 vae d_lsbd.sum ms2-->" in (ROOT / "REPRODUCTION.md").read_text()
 
 
+def test_two_meta_evaluations_of_one_protocol_are_told_apart_by_their_plans(monkeypatch):
+    """``dsprites-dependent-v3`` is read twice, over ``almudevar-ortega-v1``'s encoders and over ``do-tran-v1``'s:
+    each comparison has its own name, and each evaluates only its plan's runs."""
+    import factorbench.benchmark.experiments.metric_meta_evaluation as mme
+    from factorbench.baselines.reproduction import META_COMPARISONS, _Sources
+    from factorbench.generators.errors import FactorbenchError
+
+    names = [m.name for m in META_COMPARISONS]
+    assert len(set(names)) == len(names)
+    both = [m for m in META_COMPARISONS if m.protocol == "dsprites-dependent-v3"]
+    assert {m.plan for m in both} == {"almudevar-ortega-v1", "do-tran-v1"} and len({m.name for m in both}) == 2
+    seen = {}
+
+    def fake_evaluate(protocol, results, companion=None, **kw):
+        seen[protocol] = sorted(results)
+        return protocol
+
+    sources = _Sources(None)
+    runs = {"a": ["run"], "b": ["run"], "c": ["run"], "d": ["run"], "e": ["run"]}
+    monkeypatch.setattr(mme, "meta_evaluate_protocol", fake_evaluate)
+    monkeypatch.setattr(mme, "runs_of_plan", lambda results, plan, keep=(): {k: v for k, v in results.items()
+                                                                              if (k < "d") == (plan == "do-tran-v1")})
+    monkeypatch.setattr(sources, "protocol", lambda protocol: runs)
+    assert sources.meta("dsprites-dependent-v3.do-tran-v1") == "dsprites-dependent-v3"
+    assert seen["dsprites-dependent-v3"] == ["a", "b", "c"]  # the plan's runs
+    assert sources.meta("dsprites-dependent-v3") is None  # two of almudevar-ortega-v1's: too few
+    with pytest.raises(FactorbenchError, match="no meta-evaluation nothing: one of .*dsprites-dependent-v3.do-tran-v1"):
+        sources.meta("nothing")
+
+
 def test_prose_cites_do_and_trans_claims_with_their_provisional_mark():
     """``claim KEY verdict`` is the claim's verdict, ", provisional" where it rests on pending settings;
     ``claim KEY NAME mN`` a number of its evidence; ``claim KEY stability`` the share of bootstrap draws
