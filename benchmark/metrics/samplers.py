@@ -305,12 +305,13 @@ class SplitSampler(GridSampler):
         samples = _check_values(samples, self.num_factors)
         if not len(samples):
             raise MetricInputError("SplitSampler needs at least one sample to draw from")
-        self.samples = grid_classes(self.factors, samples)  # classes, then the grid values they stand for
-        self.values = np.stack([np.asarray(f.values, dtype=np.float64)[self.samples[:, j]]
+        classes = grid_classes(self.factors, samples)
+        #: the samples' factor values, each the grid value nearest to the one given
+        self.values = np.stack([np.asarray(f.values, dtype=np.float64)[classes[:, j]]
                                 for j, f in enumerate(self.factors)], axis=1)
         # per factor: the samples sorted by that factor's class, and where each class starts
-        self._order = [np.argsort(self.samples[:, j], kind="stable") for j in range(self.num_factors)]
-        self._starts = [np.searchsorted(self.samples[order, j], np.arange(n + 1))
+        self._order = [np.argsort(classes[:, j], kind="stable") for j in range(self.num_factors)]
+        self._starts = [np.searchsorted(classes[order, j], np.arange(n + 1))
                         for j, (order, n) in enumerate(zip(self._order, self.grid_shape))]
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
