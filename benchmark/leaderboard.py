@@ -135,7 +135,7 @@ if (allColumns) {
 """
 
 #: metric -> the heading of its definition in METRICS.md (the site's metrics.html)
-_DEFINED_IN = {"dci": "dci", "mig": "mig", "sap": "sap", "modularity": "modularity-and-explicitness",
+_DEFINED_IN = {"dci": "dci", "dci_of_samples": "dci", "mig": "mig", "sap": "sap", "modularity": "modularity-and-explicitness",
                "explicitness": "modularity-and-explicitness", "beta_vae": "betavae-and-factorvae-scores",
                "factor_vae": "betavae-and-factorvae-scores", "irs": "irs", "do_tran": "do-tran-s-information-metrics",
                "minimality_sufficiency": "minimality-and-sufficiency", "d_lsbd": "d-lsbd",

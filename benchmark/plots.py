@@ -228,6 +228,7 @@ def _lsbd_objects(result: dict[str, Any], label: str, names: list[str]) -> Figur
 #: metric name -> plotter of its result dict
 PLOTTERS: dict[str, Plotter] = {
     "dci": _dci,
+    "dci_of_samples": _dci,
     "mig": _mig,
     "modularity": _modularity,
     "irs": _irs,

@@ -46,6 +46,7 @@ RESULT_FORMAT = 2
 #: (metric, scalar) pairs for which a lower value is better (every other scalar: higher is better)
 LOWER_IS_BETTER = frozenset({
     ("dci", "informativeness"),      # NRMSE (lasso, forest); the gbt estimator reports accuracy instead
+    ("dci_of_samples", "informativeness"),
     ("d_lsbd", "score"), ("d_lsbd_objects", "score"),
     ("do_tran", "jemmig"), ("do_tran", "misjed"),
 })
@@ -53,7 +54,7 @@ LOWER_IS_BETTER = frozenset({
 
 def better_direction(metric: str, scalar: str, settings: dict[str, Any] | None = None) -> str:
     """``"higher"`` or ``"lower"``: which way a metric's scalar is better."""
-    if metric == "dci" and scalar == "informativeness" and (settings or {}).get("regressor") == "gbt":
+    if metric in ("dci", "dci_of_samples") and scalar == "informativeness" and (settings or {}).get("regressor") == "gbt":
         return "higher"
     return "lower" if (metric, scalar) in LOWER_IS_BETTER else "higher"
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from factorbench.benchmark.experiments.metric_meta_evaluation import (format_meta_evaluation, main,
-                                                                       meta_evaluate, population_of, runs_of_plan,
-                                                                       spearman)
+from factorbench.benchmark.experiments.metric_meta_evaluation import (LOWER_IS_BETTER, format_meta_evaluation, main,
+                                                                       meta_evaluate, meta_evaluate_protocol,
+                                                                       population_of, runs_of_plan, spearman)
 from factorbench.generators.errors import FactorbenchError
 
 
@@ -293,3 +293,43 @@ def test_a_companion_run_of_other_weights_is_not_joined():
     kept = same_weights(companion, results)
     assert {m: [r.training.get("weights_sha256") for r in runs] for m, runs in kept.items()} == \
         {"a": ["w0"], "c": ["y"], "d": ["z"]}
+
+
+
+def test_a_protocol_metric_better_when_lower_is_negated_as_the_companions_are():
+    """``-dependent-v3`` scores DCI's informativeness (an error) in every setting itself: its rho with the
+    target is the raw scalar's rho negated, so a positive correlation means agreement, as for a companion's
+    metrics (the v1 and v2 protocols had no such metric of their own)."""
+    from types import SimpleNamespace
+
+    from factorbench.benchmark.protocols import get_protocol
+
+    protocol = get_protocol("dsprites-dependent-v3")
+    settings = list(dict.fromkeys(m.label.rsplit(".", 1)[0] for m in protocol.metrics))
+    rng = np.random.default_rng(0)
+    results = {}
+    for e in range(8):
+        scalars, directions = {}, {}
+        for setting in settings:
+            accuracy = rng.random()
+            for key, value, better in [("downstream.score", accuracy, "higher"), ("irs.score", rng.random(), "higher"),
+                                       ("downstream_full.score", rng.random(), "higher"),
+                                       ("dci.informativeness", 1 - accuracy + 0.1 * rng.random(), "lower"),
+                                       ("dci.disentanglement", rng.random(), "higher")]:
+                scalars[f"{setting}.{key}"] = value
+                directions[f"{setting}.{key}"] = better
+        run = SimpleNamespace(scalars=lambda s=scalars: dict(s), directions=directions,
+                              training={"config": {"model": "beta-vae", "params": {}}, "sweep": {"seed": 0}})
+        results[f"model-{e}"] = [run]
+    result = meta_evaluate_protocol("dsprites-dependent-v3", results, n_boot=10)
+    negated = "dci.informativeness" + LOWER_IS_BETTER
+    assert negated in result.metrics and "dci.informativeness" not in result.metrics
+    assert "dci.disentanglement" in result.metrics  # better when higher: as it is
+    raw = population_of(results)
+    for setting in settings:
+        x = [row[f"{setting}.dci.informativeness"] for row in raw.values()]
+        y = [row[f"{setting}.downstream.score"] for row in raw.values()]
+        s, m, t = (result.settings.index(setting), result.metrics.index(negated),
+                   result.targets.index("downstream.score"))
+        assert result.rho[s, m, t] == pytest.approx(-spearmanr(x, y).statistic)
+        assert result.rho[s, m, t] > 0.5  # the error falls as the accuracy rises: agreement

@@ -356,12 +356,11 @@ def meta_evaluate_protocol(protocol: str, results: Mapping[str, Sequence[Any]],
                            n_boot: int = 1000, seed: int = 0) -> MetaEvaluation:
     """:func:`meta_evaluate` of a dependent-factor protocol's results (``{model: [runs]}``), in the
     protocol's order of settings and metrics, against :data:`TARGETS` (and :data:`WHOLE_CODE_TARGET` where the
-    protocol scores it), with the companion protocol's metrics (``companion``,
-    :func:`with_companion`, oriented: a metric better when lower is negated) added to its first
-    (independent) setting."""
+    protocol scores it), with the companion protocol's metrics (``companion``, :func:`with_companion`) added
+    to its first (independent) setting. Both are oriented: a metric better when lower is negated."""
     from factorbench.benchmark.protocols import get_protocol
 
-    population = population_of(results, trained_only=trained_only)
+    population = population_of(results, trained_only=trained_only, oriented=True)
     spec = get_protocol(protocol)
     whole_code = any(m.label.endswith("." + WHOLE_CODE_TARGET.split(".")[0]) for m in spec.metrics)
     targets = TARGETS + ((WHOLE_CODE_TARGET,) if whole_code else ())
