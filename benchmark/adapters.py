@@ -78,7 +78,8 @@ class EvalContext:
 
 #: metric name -> "module.function" in factorbench.benchmark.metrics
 METRIC_FUNCTIONS: dict[str, str] = {
-    "dci": "dci.dci", "dci_of_samples": "dci.dci_of_samples", "mig": "mig.mig", "sap": "sap.sap", "modularity": "modularity.modularity",
+    "dci": "dci.dci", "dci_of_samples": "dci.dci_of_samples",
+    "mig": "mig.mig", "sap": "sap.sap", "modularity": "modularity.modularity",
     "explicitness": "modularity.explicitness", "irs": "irs.irs",
     "minimality_sufficiency": "minimality.minimality_sufficiency",
     "single_code_accuracy": "downstream.single_code_accuracy", "full_code_accuracy": "downstream.full_code_accuracy",

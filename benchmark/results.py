@@ -54,7 +54,8 @@ LOWER_IS_BETTER = frozenset({
 
 def better_direction(metric: str, scalar: str, settings: dict[str, Any] | None = None) -> str:
     """``"higher"`` or ``"lower"``: which way a metric's scalar is better."""
-    if metric in ("dci", "dci_of_samples") and scalar == "informativeness" and (settings or {}).get("regressor") == "gbt":
+    gbt = (settings or {}).get("regressor") == "gbt"
+    if metric in ("dci", "dci_of_samples") and scalar == "informativeness" and gbt:
         return "higher"
     return "lower" if (metric, scalar) in LOWER_IS_BETTER else "higher"
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from factorbench.benchmark import toy
-from factorbench.benchmark.metrics import (d_lsbd, d_lsbd_objects, dci, irs, mig, minimality_sufficiency,
-                                           modularity)
+from factorbench.benchmark.metrics import (d_lsbd, d_lsbd_objects, dci, dci_of_samples, irs, mig,
+                                           minimality_sufficiency, modularity)
 from factorbench.benchmark.plots import PLOTTERS, plot_result
 from factorbench.benchmark.results import EvaluationResult
 from factorbench.generators.errors import FactorbenchError
@@ -33,6 +33,7 @@ def results():
     half = len(GRID) // 2
     return {
         "dci": dci(CODES[:half], GRID[:half], CODES[half:], GRID[half:]).to_dict(),
+        "dci_of_samples": dci_of_samples(CODES, GRID).to_dict(),  # the same result, on a cut of one set
         "mig": mig(CODES, GRID).to_dict(),
         "modularity": modularity(CODES, GRID).to_dict(),
         "irs": irs(CODES, GRID).to_dict(),
