@@ -574,9 +574,9 @@ def _check_options(alphas: Sequence[float] | None, depths: Sequence[int | None] 
     return _Options(alpha_grid, depth_grid, n_trees, dict(gbt_params), max_iter)
 
 
-def _check_fraction(val_fraction: Any) -> float:
+def _check_fraction(val_fraction: Any, name: str = "val_fraction") -> float:
     if isinstance(val_fraction, bool) or not isinstance(val_fraction, numbers.Real) or not 0 < val_fraction < 1:
-        raise MetricInputError(f"val_fraction must be a number in (0, 1), got {val_fraction!r}")
+        raise MetricInputError(f"{name} must be a number in (0, 1), got {val_fraction!r}")
     return float(val_fraction)
 
 
@@ -841,9 +841,8 @@ def dci_of_samples(codes: Any, factors: Any, *, classes: Any = None, groups: Any
     g = np.arange(len(x)) if groups is None else np.asarray(groups)
     if g.shape != (len(x),):
         raise MetricInputError(f"groups has shape {g.shape}; give one group label per sample ({len(x)},)")
-    for name, value in (("validation_fraction", validation_fraction), ("test_fraction", test_fraction)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
-            raise MetricInputError(f"{name} must be a fraction in (0, 1), got {value!r}")
+    validation_fraction = _check_fraction(validation_fraction, "validation_fraction")
+    test_fraction = _check_fraction(test_fraction, "test_fraction")
     if validation_fraction + test_fraction >= 1:
         raise MetricInputError(f"validation_fraction + test_fraction must leave a training part; got "
                                f"{validation_fraction} + {test_fraction}")

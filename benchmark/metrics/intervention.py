@@ -13,8 +13,8 @@ sampler's ``hold_fixed`` (overwriting its column where factors are independent; 
 :class:`~factorbench.benchmark.metrics.samplers.SplitSampler` on dependent factors, the other factors are
 drawn from the samples that share its value, so every observation stays in the data's distribution).
 Encoding is batched over many points (``encoder_batch`` observations per encoder call; without an
-encoder, codes are fetched a whole sampling block at a time); the result depends on the seed and the other arguments, not on
-``encoder_batch``. Randomness: ``SeedSequence(seed)`` spawns independent streams for the variance
+encoder, codes are fetched a whole sampling block at a time); the result depends on the seed and the
+other arguments, not on ``encoder_batch``. Randomness: ``SeedSequence(seed)`` spawns independent streams for the variance
 estimate, the training points and the evaluation points.
 
 Differences from disentanglement_lib (FactorVAE): ``num_active_dims`` counts the active codes (the
