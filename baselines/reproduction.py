@@ -129,13 +129,16 @@ class MetaComparison:
 _EARLIER = ("The earlier scoring, kept as its record: `{}` scored minimality, sufficiency, MIG, SAP, modularity, IRS "
             "and the downstream targets in every setting, and DCI, BetaVAE, FactorVAE and Do & Tran's came from `{}` "
             "on independent data only (n/a elsewhere). The plan moved to `{}`, which scores every metric in every "
-            "setting as the paper does; these encoders join its tables as they train again.")
+            "setting as the paper does; these encoders join its tables as they train again. Where one has trained again, "
+            "this table joins `{}`'s scores of the weights it scored, kept as superseded runs (BASELINES.md, \"Runs a job's "
+            "later training replaces\").")
 
 
 def _earlier(dataset: str, title: str) -> MetaComparison:
     return MetaComparison(f"{title} under `{dataset}-dependent-v2` (earlier scoring)", f"{dataset}-dependent-v2",
                           f"{dataset}-dci-v1", "almudevar-ortega-v1",
-                          _EARLIER.format(f"{dataset}-dependent-v2", f"{dataset}-dci-v1", f"{dataset}-dependent-v3"))
+                          _EARLIER.format(f"{dataset}-dependent-v2", f"{dataset}-dci-v1", f"{dataset}-dependent-v3",
+                                          f"{dataset}-dci-v1"))
 
 
 META_COMPARISONS = (
@@ -421,7 +424,9 @@ class _Sources:
     def meta(self, name: str) -> Any:
         """The meta-evaluation of the :data:`META_COMPARISONS` entry named ``name`` (its key, else its
         protocol; None with fewer than 3 encoders collected), computed once."""
-        from factorbench.benchmark.experiments.metric_meta_evaluation import meta_evaluate_protocol, runs_of_plan
+        from factorbench.benchmark.experiments.metric_meta_evaluation import (meta_evaluate_protocol, runs_of_plan,
+                                                                               with_superseded)
+        from factorbench.benchmark.results import superseded_results
 
         if name not in self._meta:
             entry = next((m for m in META_COMPARISONS if m.name == name), None)
@@ -429,7 +434,8 @@ class _Sources:
                 raise FactorbenchError(f"no meta-evaluation {name}: one of "
                                        + ", ".join(m.name for m in META_COMPARISONS))
             results = runs_of_plan(self.protocol(entry.protocol), entry.plan)
-            companion = runs_of_plan(self.protocol(entry.companion), entry.plan) if entry.companion else None
+            companion = with_superseded(runs_of_plan(self.protocol(entry.companion), entry.plan),
+                                        superseded_results(entry.companion), results) if entry.companion else None
             self._meta[name] = meta_evaluate_protocol(entry.protocol, results, companion, n_boot=META_N_BOOT) \
                 if sum(len(runs) for runs in results.values()) >= 3 else None
         return self._meta[name]

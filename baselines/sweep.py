@@ -1177,9 +1177,49 @@ def _slim(run: Mapping[str, Any]) -> dict[str, Any]:
     return json.loads(EvaluationResult(**data).to_json())
 
 
+def _sweep_seed_of(run: Mapping[str, Any]) -> Any:
+    return ((run.get("training") or {}).get("sweep") or {}).get("seed")
+
+
+def _keep_superseded(target: Path, runs: Sequence[Mapping[str, Any]], out: Path, superseded: Path, plan: Plan,
+                     protocol: str, name: str, after: Mapping[Path, Sequence[Mapping[str, Any]]],
+                     echo: Callable[[str], None]) -> Path | None:
+    """Before ``target`` (a reference file in ``out``) is rewritten with ``runs``: each of its runs that a
+    new run of the same seed replaces with other weights (the job trained again) is kept in
+    ``superseded/<protocol>/<name>.json`` where a result of another protocol of the plan's entry in ``out``
+    (``*/<name>.json`` as this collect leaves it, ``after``: a retired protocol's above all) scored its
+    weights, so that the record of that earlier scoring still joins this protocol's scores of its own
+    weights; the others are dropped. A seed already kept there keeps its first run. Returns the file
+    written, if any."""
+    old = _read_json(target) if target.is_file() else None
+    new = {_sweep_seed_of(r): _weights_of(r) for r in runs}
+    replaced = [r for r in (old or {}).get("runs", [])
+                if _weights_of(r) and new.get(_sweep_seed_of(r)) not in (None, _weights_of(r))]
+    if not replaced:
+        return None
+    scored: set[Any] = set()
+    for path in out.glob(f"*/{name}.json"):
+        other = _read_json(path) if path.parent.name != protocol else None
+        if other and other.get("plan") == plan.name:
+            scored |= {_weights_of(r) for r in after.get(path, other.get("runs", []))}
+    archive = superseded / protocol / f"{name}.json"
+    earlier = list((_read_json(archive) or {}).get("runs", [])) if archive.is_file() else []
+    seeds = {_sweep_seed_of(r) for r in earlier}
+    added = [r for r in replaced if _weights_of(r) in scored and _sweep_seed_of(r) not in seeds]
+    if not added:
+        return None
+    kept = sorted(earlier + added, key=_sweep_seed_of)
+    document = {"model": name, "protocol": protocol, "plan": plan.name, "seeds": [_sweep_seed_of(r) for r in kept],
+                "missing_seeds": [], "summary": _summary(kept), "runs": kept}
+    write_atomically(archive, json.dumps(document, sort_keys=True, allow_nan=False))
+    echo(f"kept {archive} (seed{'s' if len(added) != 1 else ''} {', '.join(str(_sweep_seed_of(r)) for r in added)}: "
+         "weights trained again, which a retired protocol's results scored)")
+    return archive
+
+
 def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | os.PathLike | None = None,
             echo: Callable[[str], None] = print, complete_only: bool = False,
-            pending: str | os.PathLike | None = None) -> list[Path]:
+            pending: str | os.PathLike | None = None, superseded: str | os.PathLike | None = None) -> list[Path]:
     """Write ``out/<protocol>/<name>.json`` (default: the package's reference folder) for every
     (protocol, entry) of the plan with at least one finished seed: ``{"model", "protocol", "plan" (its name),
     "seeds", "missing_seeds", "summary": {scalar: {mean, std, n}}, "runs": [per-seed results]}``, from finished
@@ -1190,12 +1230,13 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
     so that no row of fewer seeds than its plan asks for is written. ``pending``: a folder for those entries
     instead (same format, implies ``complete_only``), so that finished seeds of an unfinished entry outlive
     the sweep directory (``--restore pending`` on the next machine); an entry written complete to ``out``
-    has its pending file removed.
+    has its pending file removed. ``superseded`` (default :func:`~factorbench.benchmark.results.superseded_dir`
+    of ``out``): where a run replaced by a run of other weights is kept (:func:`_keep_superseded`).
     A run scored on images other than the copy its protocol pins (another renderer) is left out, named, and
     counts as a missing seed.
     A file whose content would not change is not rewritten; a file holding runs of another config (or not
     written by a sweep) is refused: finished entries are never replaced."""
-    from factorbench.benchmark.results import REFERENCE_DIR
+    from factorbench.benchmark.results import REFERENCE_DIR, superseded_dir
 
     sweep_dir = Path(sweep_dir) if sweep_dir is not None else default_sweep_dir(plan)
     out = Path(out) if out is not None else REFERENCE_DIR
@@ -1203,6 +1244,7 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
     if pending is not None and pending.resolve() == out.resolve():
         raise FactorbenchError(f"--pending {pending} is the reference folder itself: give a folder of its own")
     complete_only = complete_only or pending is not None
+    superseded = Path(superseded) if superseded is not None else superseded_dir(out)
     groups: dict[tuple[str, str], list[Job]] = {}
     for job in expand(plan):
         for p in job.protocols:
@@ -1215,7 +1257,8 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
                                "precision, or its spread measures the precision as well as the seed: nothing was "
                                "written. Move the odd seeds' results aside (results/PROTOCOL/ENTRY/seedK.json in the "
                                "sweep directory) and train them again in the row's precision (--only ID --precision P)")
-    written = []
+    written: list[Path] = []
+    planned: list[tuple[Any, ...]] = []
     for (protocol, name), jobs in groups.items():
         runs, seeds, missing = [], [], []
         for job in jobs:
@@ -1249,7 +1292,13 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
                     "seeds": seeds, "missing_seeds": missing, "summary": _summary(runs),
                     "runs": runs[:1] + [_slim(r) for r in runs[1:]]}
         text = json.dumps(document, sort_keys=True, allow_nan=False)
+        planned.append((target, text, runs, seeds, missing, folder, protocol, name, left_pending))
+    # every file checked before any is written; the runs each reference file holds once this collect is done
+    after = {target: runs for target, _, runs, _, _, folder, *_ in planned if folder is out}
+    for target, text, runs, seeds, missing, folder, protocol, name, left_pending in planned:
         if not (target.is_file() and target.read_text() == text):
+            if folder is out:  # before the replaced runs are gone
+                _keep_superseded(target, runs, out, superseded, plan, protocol, name, after, echo)
             write_atomically(target, text)
             written.append(target)
             echo(f"wrote {target} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''}"

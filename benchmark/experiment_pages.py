@@ -91,10 +91,13 @@ def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results,
     def render(results: Results, yours: Collection[str], folder: Path, plots: bool) -> str:
         from factorbench.benchmark.experiments.metric_meta_evaluation import (FEW_ENCODERS, few_encoders_caveat,
                                                                                meta_evaluate_protocol,
-                                                                               off_scale_encoders, runs_of_plan)
+                                                                               off_scale_encoders, runs_of_plan,
+                                                                               with_superseded)
+        from factorbench.benchmark.results import superseded_results
 
         mine = runs_of_plan(results[protocol], plan, keep=yours)
-        theirs = runs_of_plan(results[companion], plan, keep=yours) if companion else {}
+        theirs = with_superseded(runs_of_plan(results[companion], plan, keep=yours), superseded_results(companion),
+                                 mine) if companion else {}
         scored = (f", with <a href=\"../{_e(companion)}/index.html\">{_e(companion)}</a>'s metrics in the independent "
                   "setting (the one it scores; n/a elsewhere)" if companion else ", every metric scored in every setting")
         body = [f"<p>Encoders of plan <code>{_e(plan)}</code> under <a href=\"../{_e(protocol)}/index.html\">"

@@ -35,11 +35,15 @@ from factorbench.generators.outputs import check_input_dir, write_atomically
 from .columns import score_column
 from .protocols import PROTOCOLS, Protocol, get_protocol
 
-__all__ = ["EvaluationResult", "REFERENCE_DIR", "RESULT_FORMAT", "ScoresTable", "added_models", "better_direction",
-           "format_table", "load_result", "reference_results", "save_runs", "scores_table"]
+__all__ = ["EvaluationResult", "REFERENCE_DIR", "RESULT_FORMAT", "SUPERSEDED_DIR", "ScoresTable", "added_models",
+           "better_direction", "format_table", "load_result", "reference_results", "save_runs", "scores_table",
+           "superseded_dir", "superseded_results"]
 
 #: the reference results shipped with the package
 REFERENCE_DIR = Path(__file__).with_name("reference")
+#: runs that a job's later training replaced in :data:`REFERENCE_DIR`, kept where a retired protocol's
+#: shipped results scored the same weights (``<protocol>/<model>.json``, the reference files' format)
+SUPERSEDED_DIR = Path(__file__).with_name("superseded")
 #: version of the result file's schema (2: checksum, headline and directions, data hashes as read, no local path)
 RESULT_FORMAT = 2
 
@@ -459,6 +463,25 @@ def reference_results(protocol: str | Protocol, directory: str | os.PathLike | N
     """``{model: [runs]}`` of the reference folder of ``protocol`` (or ``directory``) plus the files
     ``add``, every file validated (see the module docstring); one file per model name."""
     return _reference_results(protocol, directory, add)[0]
+
+
+def superseded_dir(reference_dir: str | os.PathLike) -> Path:
+    """Where a collect into ``reference_dir`` keeps the runs it replaces: :data:`SUPERSEDED_DIR` for the
+    package's reference folder, else ``<reference_dir>-superseded`` beside it."""
+    folder = Path(reference_dir)
+    return SUPERSEDED_DIR if folder.resolve() == REFERENCE_DIR.resolve() else folder.with_name(folder.name + "-superseded")
+
+
+def superseded_results(protocol: str | Protocol, directory: str | os.PathLike | None = None
+                       ) -> dict[str, list[EvaluationResult]]:
+    """``{model: [runs]}`` of the superseded runs of ``protocol`` (:data:`SUPERSEDED_DIR`, or ``directory``):
+    runs of weights that a job's later training replaced in the reference folder, kept because a retired
+    protocol's shipped results scored the same weights, so that the record of that earlier scoring still joins
+    this protocol's scores of its own weights (:func:`~factorbench.benchmark.experiments.metric_meta_evaluation.
+    with_superseded`). Validated as reference files; none where the folder is missing. Never a reference row."""
+    protocol = get_protocol(protocol)
+    folder = Path(directory) if directory is not None else SUPERSEDED_DIR / protocol.name
+    return reference_results(protocol, folder) if folder.is_dir() else {}
 
 
 def _reference_results(protocol: str | Protocol, directory: str | os.PathLike | None = None,

@@ -680,6 +680,56 @@ def test_restore_puts_collected_runs_back_into_a_new_sweep_directory(swept, tmp_
     assert cli(["sweep", plan.source, "--restore", str(out), "--collect"]) == 2
 
 
+def test_collect_keeps_a_replaced_run_whose_weights_another_protocol_scored(swept, tmp_path):
+    """A job trained again replaces its run in a reference file with a run of other weights; the old run is
+    kept among the superseded runs where another protocol's shipped result scored its weights (a retired
+    protocol's record), the meta-evaluation's companion join finds it there, and nothing else is kept."""
+    from factorbench.benchmark.experiments.metric_meta_evaluation import same_weights, with_superseded
+    from factorbench.benchmark.results import (EvaluationResult, _parse_result, reference_results, superseded_dir,
+                                               superseded_results)
+
+    plan, sweep_dir, _ = swept
+    out, out2 = tmp_path / "reference", tmp_path / "reference2"
+    collect(plan, sweep_dir, out, **QUIET)
+    collect(plan, sweep_dir, out2, **QUIET)
+    old = json.loads((out / "square-lsbd-v1" / "vae.json").read_text())["runs"][1]
+    copy = tmp_path / "sweep"
+    shutil.copytree(sweep_dir / "results", copy / "results")
+    job = expand(plan)[1]
+
+    def trained_again(protocol: str) -> None:
+        path = result_path(copy, protocol, job)
+        data = _parse_result(json.loads(path.read_text()), "run").to_dict()
+        data["training"] = {**data["training"], "weights_sha256": "f" * 64}
+        path.write_text(EvaluationResult(**data).to_json())
+
+    # seed 1 trained again and scored under square-lsbd-v1 only: square-dependent-v1 keeps the old weights' result
+    trained_again("square-lsbd-v1")
+    lines: list[str] = []
+    collect(plan, copy, out, echo=lines.append)
+    kept_dir = superseded_dir(out)
+    assert kept_dir == tmp_path / "reference-superseded"
+    assert any(line.startswith(f"kept {kept_dir / 'square-lsbd-v1' / 'vae.json'} (seed 1:") for line in lines)
+    kept = superseded_results("square-lsbd-v1", kept_dir / "square-lsbd-v1")
+    assert list(kept) == ["vae"] and [r.checksum() for r in kept["vae"]] == [old["checksum"]]
+    companion = reference_results("square-lsbd-v1", out / "square-lsbd-v1")
+    assert [(r.training or {}).get("weights_sha256") for r in companion["vae"]][1] == "f" * 64
+    results = reference_results("square-dependent-v1", out / "square-dependent-v1")
+    assert len(same_weights(companion, results)["vae"]) == 1  # seed 1's companion run scored other weights
+    joined = same_weights(with_superseded(companion, kept, results), results)["vae"]
+    assert [r.checksum() for r in joined] == [companion["vae"][0].checksum(), old["checksum"]]
+    # collecting again writes nothing; a seed kept once keeps its first run
+    before = {**_tree(out), **{f"kept/{k}": v for k, v in _tree(kept_dir).items()}}
+    collect(plan, copy, out, **QUIET)
+    assert {**_tree(out), **{f"kept/{k}": v for k, v in _tree(kept_dir).items()}} == before
+    # where every protocol scored the new weights, the old run is dropped, as before
+    trained_again("square-dependent-v1")
+    collect(plan, copy, out2, **QUIET)
+    assert not superseded_dir(out2).exists()
+    assert [(r.training or {}).get("weights_sha256") for r in reference_results(
+        "square-dependent-v1", out2 / "square-dependent-v1")["vae"]][1] == "f" * 64
+
+
 def test_collect_leaves_out_a_run_scored_on_other_images_than_the_pinned_copy(swept, tmp_path):
     """A run scored on images another renderer drew (same spec, other bytes) is no reference run: collecting
     names it and counts its seed as missing, so --complete-only leaves its entry out."""

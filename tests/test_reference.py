@@ -26,3 +26,25 @@ def test_reference_rows_are_current_and_ordered(name):
         # the protocol pins the images its reference rows were scored on
         assert runs[0].dataset["sha256"]["images"] == protocol.reference_images
         assert runs[0].dataset["same_images_as_reference"] is True
+
+
+def test_every_superseded_run_is_the_record_of_a_retired_scoring():
+    """Each shipped superseded run (a run its job's later training replaced) validates, is no reference row
+    (other weights than its model's reference run of the same seed) and scored the weights of a shipped
+    result of another protocol of its plan's entry: nothing is kept that no earlier scoring joins."""
+    from factorbench.benchmark.results import SUPERSEDED_DIR, superseded_results
+
+    def weights(run):
+        return (run.training or {}).get("weights_sha256")
+
+    def seed(run):
+        return ((run.training or {}).get("sweep") or {}).get("seed")
+
+    for folder in sorted(p for p in SUPERSEDED_DIR.glob("*") if p.is_dir()):
+        for model, runs in superseded_results(folder.name).items():
+            current = {seed(r): weights(r) for r in reference_results(folder.name)[model]}
+            scored = {weights(r) for other in REFERENCE_DIR.glob(f"*/{model}.json") if other.parent.name != folder.name
+                      for r in reference_results(other.parent.name).get(model, [])}
+            for run in runs:
+                assert weights(run) and weights(run) != current.get(seed(run)), (folder.name, model, seed(run))
+                assert weights(run) in scored, (folder.name, model, seed(run))

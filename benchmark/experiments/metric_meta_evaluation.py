@@ -46,7 +46,7 @@ from factorbench.generators.outputs import check_output_file, save_figure
 
 __all__ = ["MetaEvaluation", "TARGETS", "WHOLE_CODE_TARGET", "few_encoders_caveat", "format_meta_evaluation", "meta_evaluate", "meta_evaluate_protocol",
            "plot_meta_evaluation", "runs_of_plan",
-           "population_of", "protocol_order", "same_weights", "spearman", "with_companion"]
+           "population_of", "protocol_order", "same_weights", "spearman", "with_companion", "with_superseded"]
 
 #: the targets of Almudévar & Ortega's Figures 4 (downstream accuracy) and 5 (IRS), as scalar names
 #: within a setting (``<label>.<scalar>``)
@@ -263,6 +263,30 @@ def same_weights(companion: Mapping[str, Sequence[Any]], results: Mapping[str, S
     return {model: runs for model, runs in kept.items() if runs}
 
 
+def with_superseded(companion: Mapping[str, Sequence[Any]], superseded: Mapping[str, Sequence[Any]],
+                    results: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
+    """``companion`` (``{model: [runs]}``) with each run that scored other weights than ``results``' run of the
+    same model and seed replaced by the ``superseded`` run of the companion protocol that scored the same
+    weights, where one was kept (:func:`factorbench.benchmark.results.superseded_results`). A retired
+    protocol's record then keeps its companion cells after its jobs trained again; runs without such a
+    superseded run stay as they are (:func:`same_weights` then leaves them out)."""
+    from factorbench.benchmark.results import _sweep_seed
+
+    def weights_of(run: Any) -> Any:
+        return (run.training or {}).get("weights_sha256")
+
+    scored = {(model, _sweep_seed(r)): weights_of(r) for model, runs in results.items() for r in runs}
+    earlier = {(model, _sweep_seed(r), weights_of(r)): r for model, runs in superseded.items() for r in runs}
+
+    def matching(model: str, run: Any) -> Any:
+        wanted = scored.get((model, _sweep_seed(run)))
+        if not wanted or wanted == weights_of(run):
+            return run
+        return earlier.get((model, _sweep_seed(run), wanted), run)
+
+    return {model: [matching(model, r) for r in runs] for model, runs in companion.items()}
+
+
 def runs_of_plan(results: Mapping[str, Sequence[Any]], *plans: str, keep: Collection[str] = ()) -> dict[str, list[Any]]:
     """``{model: [runs]}`` with only the runs a sweep of one of ``plans`` trained, in their order (models
     left without runs dropped), and every run of the models in ``keep`` (the user's added results)."""
@@ -397,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--add-with adds results under the --with protocol: give --with PROTOCOL too")
     if args.plot:  # before any work: a heat map that cannot be written fails now, not after the bootstrap
         check_output_file(args.plot, args.force, option="--plot")
-    from factorbench.benchmark.results import added_models, reference_results
+    from factorbench.benchmark.results import added_models, reference_results, superseded_results
 
     results = reference_results(args.protocol, args.dir, add=args.add)
     companion = reference_results(args.companion, add=args.add_with) if args.companion else {}
@@ -405,6 +429,8 @@ def main(argv: list[str] | None = None) -> int:
         yours = added_models(args.add)
         results, companion = (runs_of_plan(results, args.plan, keep=yours),
                               runs_of_plan(companion, args.plan, keep=added_models(args.add_with)))
+    if args.companion:  # the companion's scores of the weights the results scored, where they were trained again
+        companion = with_superseded(companion, superseded_results(args.companion), results)
     trained_only = not args.with_reference_encoders
     result = meta_evaluate_protocol(args.protocol, results, companion, trained_only=trained_only,
                                     n_boot=args.n_boot, seed=args.seed)
