@@ -1082,27 +1082,42 @@ def sweep_status(plan: Plan, sweep_dir: str | os.PathLike | None = None, only: s
 
 
 def _estimate_cpu_s(statuses: Sequence[JobStatus]) -> float | None:
+    """CPU seconds the unfinished jobs still need (:func:`_estimate`)."""
+    return _estimate(statuses)[0]
+
+
+def _architecture(job: Job) -> Any:
+    return getattr(job.config, "architecture", None)
+
+
+def _estimate(statuses: Sequence[JobStatus]) -> tuple[float | None, int, int]:
     """CPU seconds the unfinished jobs still need: the finished jobs' CPU seconds per step the sweep
     trained (steps of runs trained elsewhere do not count), averaged over the same entry and dataset where
-    there are some, else over the same model on any dataset, else over the whole sweep, times the steps
-    left. Restored jobs whose runs trained on a GPU do not count: their CPU seconds say nothing of a step's
-    cost on a CPU. None before any job the sweep trained has finished."""
+    there are some, else over the same architecture on the same dataset (a step's cost is mostly the
+    network's and the image's), else over the same model on any dataset, else over the whole sweep, times
+    the steps left. Restored jobs whose runs trained on a GPU do not count: their CPU seconds say nothing
+    of a step's cost on a CPU. Returns it (None before any job the sweep trained has finished), how many
+    finished jobs it rests on, and how many unfinished jobs took the whole sweep's average (none alike)."""
     rates = [(s.job, s.cpu_s / (s.job.config.steps - s.external_steps)) for s in statuses
              if s.state == "done" and s.cpu_s > 0 and s.job.config.steps > s.external_steps
              and s.trained_on.split(":")[0] in ("", "cpu")]
     if not rates:
-        return None
-    total = 0.0
+        return None, 0, 0
+    total, unlike = 0.0, 0
     for s in statuses:
         if s.state == "done":
             continue
-        for alike in (lambda j: j.entry is s.job.entry and j.dataset == s.job.dataset,
-                      lambda j: j.config.name == s.job.config.name, lambda j: True):
+        alikes = (lambda j: j.entry is s.job.entry and j.dataset == s.job.dataset,
+                  lambda j: _architecture(j) is not None and _architecture(j) == _architecture(s.job)
+                  and j.dataset == s.job.dataset,
+                  lambda j: j.config.name == s.job.config.name, lambda j: True)
+        for level, alike in enumerate(alikes):
             same = [rate for job, rate in rates if alike(job)]
             if same:
                 break
+        unlike += level == len(alikes) - 1
         total += float(np.mean(same)) * max(s.job.config.steps - (s.step or 0), 0)
-    return total
+    return total, len(rates), unlike
 
 
 def format_status(plan: Plan, statuses: Sequence[JobStatus], sweep_dir: Path, verbose: bool = False,
@@ -1115,7 +1130,8 @@ def format_status(plan: Plan, statuses: Sequence[JobStatus], sweep_dir: Path, ve
     restored = sum(1 for x in statuses if x.restored)
     ran = [s for s in statuses if not s.restored]
     spent = sum(s.cpu_s for s in ran)
-    estimate = _estimate_cpu_s(statuses)
+    estimate, basis, unlike = _estimate(statuses)
+    left = sum(1 for x in statuses if x.state != "done")
     lines = [f"plan {plan.name} (hash {plan.hash()[:12]}), sweep directory {sweep_dir}",
              f"{len(statuses)} job{'s' if len(statuses) != 1 else ''}: "
              + ", ".join(f"{counts[s]} {s}" for s in STATES)
@@ -1123,7 +1139,9 @@ def format_status(plan: Plan, statuses: Sequence[JobStatus], sweep_dir: Path, ve
                 if restored else ""),
              f"CPU time spent: {spent / 3600:.2f} h (wall {sum(s.wall_s for s in ran) / 3600:.2f} h); "
              + ("estimate for the rest: " + (f"{estimate / 3600:.2f} CPU h" if estimate is not None else
-                                             "none until a job has finished"))]
+                                             "none until a job has finished"))
+             + (f" (from {basis} finished job{'s' if basis != 1 else ''}; {unlike} of the {left} not done have no "
+                "finished job of their entry, architecture or model and take the sweep's average)" if unlike else "")]
     if precision_here is not None:
         lines.append(f"a sweep here trains in {precision_here}")
     for s in statuses:

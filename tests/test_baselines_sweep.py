@@ -554,6 +554,34 @@ def test_status_estimate_leaves_out_steps_trained_elsewhere(swept, tmp_path):
     assert _estimate_cpu_s(statuses) == pytest.approx(2.0 * 30 + 2.0 * 30 + 2.0 * 20)
 
 
+def test_status_estimate_takes_the_same_architecture_on_the_same_dataset_before_the_sweeps_average(tmp_path):
+    """A job whose entry has no finished job takes the CPU seconds per step of finished jobs of the same
+    architecture on the same dataset (a step's cost is mostly the network's and the image's) before those of
+    its model elsewhere or the sweep's average; the status says how many jobs took the sweep's average."""
+    from factorbench.baselines.sweep import JobStatus, _estimate
+
+    mlp = f"""
+[[models]]
+name = "vae-mlp"
+model = "vae"
+datasets = ["square"]
+params = {{ {TINY}, architecture = "mlp" }}
+"""
+    plan = _plan(tmp_path, PLAN + BETA.replace("seeds = [0]", "seeds = [0, 1]") + mlp)
+    jobs = {j.id: j for j in expand(plan)}
+    done_burgess = JobStatus(jobs["vae/square/seed0"], "done", cpu_s=60.0)  # 2 CPU s a step
+    done_mlp = JobStatus(jobs["vae-mlp/square/seed0"], "done", cpu_s=150.0)  # 5 CPU s a step
+    left = [JobStatus(jobs["beta-vae/square/seed0"], "left"), JobStatus(jobs["vae-mlp/square/seed1"], "left")]
+    # beta-vae (burgess, like vae) takes vae's rate, not the sweep's average of 3.5
+    assert _estimate([done_burgess, done_mlp, *left]) == (pytest.approx(2.0 * 30 + 5.0 * 30), 2, 0)
+    # without a finished burgess job, nothing is like it: the sweep's average, and the status says so
+    assert _estimate([done_mlp, *left]) == (pytest.approx(5.0 * 30 + 5.0 * 30), 1, 1)
+    text = format_status(plan, [done_mlp, *left], tmp_path)
+    assert "(from 1 finished job; 1 of the 2 not done have no finished job of their entry, architecture or model " \
+           "and take the sweep's average)" in text
+    assert "sweep's average" not in format_status(plan, [done_burgess, done_mlp, *left], tmp_path)
+
+
 def test_a_job_failing_in_its_process_is_reported(tmp_path, data_dir, capsys):
     """A job that fails in its own process: the sweep says so and exits 1; --status shows the error."""
     plan = _plan(tmp_path, PLAN + BETA.replace("beta = 4.0", "beta = 4.0, lr = 1e12"))  # diverges at once
