@@ -25,7 +25,9 @@ From ``-dependent-v2`` on, a protocol adds a third target, the same forests on t
 
 ``--with`` adds the metrics of a companion protocol scored on the same encoders' independent data (DCI,
 BetaVAE, FactorVAE, Do & Tran's) to the independent setting, the one setting in which they are computed
-(for the v1 and v2 protocols, which score them nowhere else);
+(for the v1 and v2 protocols, which score them nowhere else). Each encoder joins the companion's run of
+the weights it scored: where its job trained again since, the superseded run kept for that
+(:func:`with_superseded`), else none;
 ``--plan`` keeps only the runs a plan trained (and yours, ``--add``); ``--add-with`` adds your results under
 the companion protocol, joined to your row of the same model.
 """
