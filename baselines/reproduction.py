@@ -193,7 +193,8 @@ def _retired_in(plan: str, protocol: str) -> bool:
 
 
 def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
-    from factorbench.benchmark.experiments.metric_meta_evaluation import format_meta_evaluation
+    from factorbench.benchmark.experiments.metric_meta_evaluation import (format_meta_evaluation, off_scale_encoders,
+                                                                           same_weights)
 
     planned = _planned_jobs(meta.plan, meta.protocol)
     whose = (f"that `{meta.plan}` scored under it before moving its scoring to a newer version" if
@@ -212,6 +213,14 @@ def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
         lines += [f"Protocol `{meta.protocol}`{scored}; {len(result.encoders)} encoders {whose}: "
                   + ", ".join(f"`{e}`" for e in result.encoders) + f". `{command}` prints it.", "",
                   format_meta_evaluation(result).rstrip()]
+        results, companion = sources.meta_runs(meta.name)
+        warned = [e for e in dict.fromkeys(off_scale_encoders(results)
+                                           + off_scale_encoders(same_weights(companion, results)))
+                  if e in result.encoders]
+        if warned:
+            lines += ["", f"{len(warned)} of the encoders (" + ", ".join(f"`{e}`" for e in warned) + ") "
+                      + ("holds a code" if len(warned) == 1 else "hold codes") + " off the scale of Do & Tran's fixed quantisation range [-4, 4] in some setting: the `do_tran` "
+                      "rows' correlations mix scales ([METRICS.md](benchmark/METRICS.md), \"The range's scale\")."]
     if meta.note:
         lines += ["", meta.note]
     return "\n".join(lines)
@@ -424,21 +433,29 @@ class _Sources:
     def meta(self, name: str) -> Any:
         """The meta-evaluation of the :data:`META_COMPARISONS` entry named ``name`` (its key, else its
         protocol; None with fewer than 3 encoders collected), computed once."""
-        from factorbench.benchmark.experiments.metric_meta_evaluation import (meta_evaluate_protocol, runs_of_plan,
-                                                                               with_superseded)
-        from factorbench.benchmark.results import superseded_results
+        from factorbench.benchmark.experiments.metric_meta_evaluation import meta_evaluate_protocol
 
         if name not in self._meta:
-            entry = next((m for m in META_COMPARISONS if m.name == name), None)
-            if entry is None:
-                raise FactorbenchError(f"no meta-evaluation {name}: one of "
-                                       + ", ".join(m.name for m in META_COMPARISONS))
-            results = runs_of_plan(self.protocol(entry.protocol), entry.plan)
-            companion = with_superseded(runs_of_plan(self.protocol(entry.companion), entry.plan),
-                                        superseded_results(entry.companion), results) if entry.companion else None
+            results, companion = self.meta_runs(name)
+            entry = next(m for m in META_COMPARISONS if m.name == name)
             self._meta[name] = meta_evaluate_protocol(entry.protocol, results, companion, n_boot=META_N_BOOT) \
                 if sum(len(runs) for runs in results.values()) >= 3 else None
         return self._meta[name]
+
+    def meta_runs(self, name: str) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+        """The runs the meta-evaluation ``name`` reads: its plan's runs under its protocol, and under its
+        companion protocol those of the same weights (superseded runs where a job trained again; none
+        without a companion)."""
+        from factorbench.benchmark.experiments.metric_meta_evaluation import runs_of_plan, with_superseded
+        from factorbench.benchmark.results import superseded_results
+
+        entry = next((m for m in META_COMPARISONS if m.name == name), None)
+        if entry is None:
+            raise FactorbenchError(f"no meta-evaluation {name}: one of " + ", ".join(m.name for m in META_COMPARISONS))
+        results = runs_of_plan(self.protocol(entry.protocol), entry.plan)
+        companion = with_superseded(runs_of_plan(self.protocol(entry.companion), entry.plan),
+                                    superseded_results(entry.companion), results) if entry.companion else {}
+        return results, companion
 
     def do_tran(self) -> tuple[list[Any], list[Any], set[str]]:
         """Do & Tran's settings (the collected and pending runs of their plan), their claims checked, and the

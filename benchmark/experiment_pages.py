@@ -92,7 +92,7 @@ def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results,
         from factorbench.benchmark.experiments.metric_meta_evaluation import (FEW_ENCODERS, few_encoders_caveat,
                                                                                meta_evaluate_protocol,
                                                                                off_scale_encoders, runs_of_plan,
-                                                                               with_superseded)
+                                                                               same_weights, with_superseded)
         from factorbench.benchmark.results import superseded_results
 
         mine = runs_of_plan(results[protocol], plan, keep=yours)
@@ -135,11 +135,13 @@ def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results,
                         + "".join(f"<th>{_e(s)}</th>" for s in result.settings) + "</tr></thead>\n<tbody>\n"
                         + "\n".join(rows) + "\n</tbody></table></div>")
         body.append(_yours_note(yours, mine))
-        warned = [e for e in dict.fromkeys(off_scale_encoders(mine) + off_scale_encoders(theirs)) if e in result.encoders]
+        warned = [e for e in dict.fromkeys(off_scale_encoders(mine) + off_scale_encoders(same_weights(theirs, mine)))
+                  if e in result.encoders]
         if warned:
-            body.append(f'<p class="note">{len(warned)} of the encoders ({_e(", ".join(warned))}) hold codes off the '
-                        "scale of Do &amp; Tran's fixed quantisation range [-4, 4]: the do_tran rows' correlations mix "
-                        "scales (metrics.html, \"The range's scale\").</p>")
+            body.append(f'<p class="note">{len(warned)} of the encoders ({_e(", ".join(warned))}) '
+                        + ("holds a code" if len(warned) == 1 else "hold codes") + " off the scale of Do &amp; "
+                        "Tran's fixed quantisation range [-4, 4]: the do_tran rows' correlations mix scales "
+                        "(metrics.html, \"The range's scale\").</p>")
         body.append(f"<details><summary>The {every} encoders</summary><p>"
                     + ", ".join(f"<code>{_e(e)}</code>" for e in result.encoders) + "</p></details>")
         body.append(_command(f"python -m factorbench.benchmark.experiments.metric_meta_evaluation {protocol} "

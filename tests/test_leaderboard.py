@@ -488,8 +488,9 @@ def test_experiment_pages_hold_the_experiments_numbers(experiments_site):
     from factorbench.benchmark.experiment_pages import META_N_BOOT
     from factorbench.benchmark.experiments import do_tran_comparison as dt
     from factorbench.benchmark.experiments.irs_comparison import irs_comparison
-    from factorbench.benchmark.experiments.metric_meta_evaluation import meta_evaluate_protocol, runs_of_plan
-    from factorbench.benchmark.results import reference_results
+    from factorbench.benchmark.experiments.metric_meta_evaluation import (meta_evaluate_protocol, runs_of_plan,
+                                                                           with_superseded)
+    from factorbench.benchmark.results import reference_results, superseded_results
 
     index = (experiments_site / "index.html").read_text()
     links = re.findall(r'<a href="experiments/([^"]+)">', index)
@@ -497,9 +498,11 @@ def test_experiment_pages_hold_the_experiments_numbers(experiments_site):
     assert all((experiments_site / "experiments" / link).is_file() for link in links)
 
     plan = "almudevar-ortega-v1"
-    meta = meta_evaluate_protocol("dsprites-dependent-v2",
-                                  runs_of_plan(reference_results("dsprites-dependent-v2"), plan),
-                                  runs_of_plan(reference_results("dsprites-dci-v1"), plan), n_boot=META_N_BOOT)
+    results = runs_of_plan(reference_results("dsprites-dependent-v2"), plan)
+    # each encoder joins the companion's run of its own weights, a superseded one where its job trained again
+    meta = meta_evaluate_protocol("dsprites-dependent-v2", results,
+                                  with_superseded(runs_of_plan(reference_results("dsprites-dci-v1"), plan),
+                                                  superseded_results("dsprites-dci-v1"), results), n_boot=META_N_BOOT)
     page = experiments_site / "experiments" / "meta-dsprites-dependent-v2.html"
     assert f"{len(meta.encoders)} encoders" in page.read_text()
     for t, target in enumerate(meta.targets):
@@ -515,9 +518,11 @@ def test_experiment_pages_hold_the_experiments_numbers(experiments_site):
     page = experiments_site / "experiments" / "do-tran.html"
     from factorbench.benchmark.protocols import get_protocol
 
-    plan_hash = reference_results(dt.PROTOCOL)["beta-vae.beta-1"][0].training["sweep"]["plan_hash"][:12]
+    # every version of the plan its runs were trained under (appending a protocol changes the plan's hash)
+    plans = "; ".join(f"do-tran-v1 (plan {h})" for h in sorted({r.training["sweep"]["plan_hash"][:12] for runs in
+                      runs_of_plan(reference_results(dt.PROTOCOL), dt.PLAN).values() for r in runs}))
     assert (f"<code>dSprites (Do &amp; Tran Figures 5-8); dsprites-dci-v1 (protocol "
-            f"{get_protocol('dsprites-dci-v1').hash()[:12]}); do-tran-v1 (plan {plan_hash}); factorbench ") in page.read_text()
+            f"{get_protocol('dsprites-dci-v1').hash()[:12]}); {plans}; factorbench ") in page.read_text()
     rows = _table(page, "settings")
     assert [r[:3] for r in rows[1:]] == [[s.family, s.hyper_label, str(s.runs)] for s in settings]
     text = page.read_text()
