@@ -1231,7 +1231,7 @@ def _keep_superseded(target: Path, runs: Sequence[Mapping[str, Any]], out: Path,
                 "missing_seeds": [], "summary": _summary(kept), "runs": kept}
     write_atomically(archive, json.dumps(document, sort_keys=True, allow_nan=False))
     echo(f"kept {archive} (seed{'s' if len(added) != 1 else ''} {', '.join(str(_sweep_seed_of(r)) for r in added)}: "
-         "weights trained again, which a retired protocol's results scored)")
+         "weights trained again; another protocol's results scored the old ones)")
     return archive
 
 
