@@ -129,9 +129,9 @@ class MetaComparison:
 _EARLIER = ("The earlier scoring, kept as its record: `{}` scored minimality, sufficiency, MIG, SAP, modularity, IRS "
             "and the downstream targets in every setting, and DCI, BetaVAE, FactorVAE and Do & Tran's came from `{}` "
             "on independent data only (n/a elsewhere). The plan moved to `{}`, which scores every metric in every "
-            "setting as the paper does; these encoders join its tables as they train again. Where one has trained again, "
-            "this table joins `{}`'s scores of the weights it scored, kept as superseded runs (BASELINES.md, \"Runs a job's "
-            "later training replaces\").")
+            "setting as the paper does; these encoders join its tables as they train again. Where one has trained "
+            "again, this table joins `{}`'s scores of the weights it scored, kept as superseded runs (BASELINES.md, "
+            "\"Runs a job's later training replaces\").")
 
 
 def _earlier(dataset: str, title: str) -> MetaComparison:
@@ -219,8 +219,8 @@ def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
                   if e in result.encoders]
         if warned:
             lines += ["", f"{len(warned)} of the encoders (" + ", ".join(f"`{e}`" for e in warned) + ") "
-                      + ("holds a code" if len(warned) == 1 else "hold codes") + " off the scale of Do & Tran's fixed quantisation range [-4, 4] in some setting: the `do_tran` "
-                      "rows' correlations mix scales ([METRICS.md](benchmark/METRICS.md), \"The range's scale\")."]
+                      + ("holds a code" if len(warned) == 1 else "hold codes") + " off the scale of Do & Tran's "
+                      "fixed quantisation range [-4, 4] in some setting: the `do_tran` rows' correlations mix scales ([METRICS.md](benchmark/METRICS.md), \"The range's scale\")."]
     if meta.note:
         lines += ["", meta.note]
     return "\n".join(lines)
