@@ -193,8 +193,8 @@ def _retired_in(plan: str, protocol: str) -> bool:
 
 
 def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
-    from factorbench.benchmark.experiments.metric_meta_evaluation import (format_meta_evaluation, off_scale_encoders,
-                                                                           same_weights)
+    from factorbench.benchmark.experiments.metric_meta_evaluation import (format_meta_evaluation,
+                                                                           joined_off_scale_encoders)
 
     planned = _planned_jobs(meta.plan, meta.protocol)
     whose = (f"that `{meta.plan}` scored under it before moving its scoring to a newer version" if
@@ -214,9 +214,7 @@ def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
                   + ", ".join(f"`{e}`" for e in result.encoders) + f". `{command}` prints it.", "",
                   format_meta_evaluation(result).rstrip()]
         results, companion = sources.meta_runs(meta.name)
-        warned = [e for e in dict.fromkeys(off_scale_encoders(results)
-                                           + off_scale_encoders(same_weights(companion, results)))
-                  if e in result.encoders]
+        warned = joined_off_scale_encoders(result.encoders, results, companion)
         if warned:
             lines += ["", f"{len(warned)} of the encoders (" + ", ".join(f"`{e}`" for e in warned) + ") "
                       + ("holds a code" if len(warned) == 1 else "hold codes") + " off the scale of Do & Tran's "
@@ -408,6 +406,7 @@ class _Sources:
         self._results: dict[str, Mapping[str, Sequence[EvaluationResult]]] = {}
         self._published: dict[str, dict[str, Any]] = {}
         self._meta: dict[str, Any] = {}
+        self._meta_runs: dict[str, tuple[dict[str, list[Any]], dict[str, list[Any]]]] = {}
         self._precision: dict[str, Any] = {}
         self._do_tran: tuple[list[Any], list[Any], set[str]] | None = None
         self._do_tran_stability: dict[str, float] | None = None
@@ -445,17 +444,20 @@ class _Sources:
     def meta_runs(self, name: str) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
         """The runs the meta-evaluation ``name`` reads: its plan's runs under its protocol, and under its
         companion protocol those of the same weights (superseded runs where a job trained again; none
-        without a companion)."""
+        without a companion), read once."""
         from factorbench.benchmark.experiments.metric_meta_evaluation import runs_of_plan, with_superseded
         from factorbench.benchmark.results import superseded_results
 
-        entry = next((m for m in META_COMPARISONS if m.name == name), None)
-        if entry is None:
-            raise FactorbenchError(f"no meta-evaluation {name}: one of " + ", ".join(m.name for m in META_COMPARISONS))
-        results = runs_of_plan(self.protocol(entry.protocol), entry.plan)
-        companion = with_superseded(runs_of_plan(self.protocol(entry.companion), entry.plan),
-                                    superseded_results(entry.companion), results) if entry.companion else {}
-        return results, companion
+        if name not in self._meta_runs:
+            entry = next((m for m in META_COMPARISONS if m.name == name), None)
+            if entry is None:
+                raise FactorbenchError(f"no meta-evaluation {name}: one of "
+                                       + ", ".join(m.name for m in META_COMPARISONS))
+            results = runs_of_plan(self.protocol(entry.protocol), entry.plan)
+            companion = with_superseded(runs_of_plan(self.protocol(entry.companion), entry.plan),
+                                        superseded_results(entry.companion), results) if entry.companion else {}
+            self._meta_runs[name] = (results, companion)
+        return self._meta_runs[name]
 
     def do_tran(self) -> tuple[list[Any], list[Any], set[str]]:
         """Do & Tran's settings (the collected and pending runs of their plan), their claims checked, and the

@@ -90,9 +90,9 @@ def _yours_note(yours: Collection[str], shown: Collection[str]) -> str:
 def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results, Collection[str], Path, bool], str]:
     def render(results: Results, yours: Collection[str], folder: Path, plots: bool) -> str:
         from factorbench.benchmark.experiments.metric_meta_evaluation import (FEW_ENCODERS, few_encoders_caveat,
-                                                                               meta_evaluate_protocol,
-                                                                               off_scale_encoders, runs_of_plan,
-                                                                               same_weights, with_superseded)
+                                                                               joined_off_scale_encoders,
+                                                                               meta_evaluate_protocol, runs_of_plan,
+                                                                               with_superseded)
         from factorbench.benchmark.results import superseded_results
 
         mine = runs_of_plan(results[protocol], plan, keep=yours)
@@ -135,8 +135,7 @@ def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results,
                         + "".join(f"<th>{_e(s)}</th>" for s in result.settings) + "</tr></thead>\n<tbody>\n"
                         + "\n".join(rows) + "\n</tbody></table></div>")
         body.append(_yours_note(yours, mine))
-        warned = [e for e in dict.fromkeys(off_scale_encoders(mine) + off_scale_encoders(same_weights(theirs, mine)))
-                  if e in result.encoders]
+        warned = joined_off_scale_encoders(result.encoders, mine, theirs)
         if warned:
             body.append(f'<p class="note">{len(warned)} of the encoders ({_e(", ".join(warned))}) '
                         + ("holds a code" if len(warned) == 1 else "hold codes") + " off the scale of Do &amp; "

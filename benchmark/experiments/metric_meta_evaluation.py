@@ -48,7 +48,7 @@ from factorbench.generators.outputs import check_output_file, save_figure
 
 __all__ = ["MetaEvaluation", "TARGETS", "WHOLE_CODE_TARGET", "few_encoders_caveat", "format_meta_evaluation", "meta_evaluate", "meta_evaluate_protocol",
            "plot_meta_evaluation", "runs_of_plan",
-           "population_of", "protocol_order", "same_weights", "spearman", "with_companion", "with_superseded"]
+           "joined_off_scale_encoders", "population_of", "protocol_order", "same_weights", "spearman", "with_companion", "with_superseded"]
 
 #: the targets of Almudévar & Ortega's Figures 4 (downstream accuracy) and 5 (IRS), as scalar names
 #: within a setting (``<label>.<scalar>``)
@@ -227,6 +227,15 @@ def off_scale_encoders(results: Mapping[str, Sequence[Any]], trained_only: bool 
     return [name for name, run in _encoders(results, trained_only) if incomparable_metrics(run)]
 
 
+def joined_off_scale_encoders(encoders: Collection[str], results: Mapping[str, Sequence[Any]],
+                               companion: Mapping[str, Sequence[Any]], trained_only: bool = True) -> list[str]:
+    """Those of a meta-evaluation's ``encoders`` whose own result or joined companion run (of the same
+    weights: :func:`same_weights`) carries Do & Tran's scale warning (:func:`off_scale_encoders`)."""
+    named = off_scale_encoders(results, trained_only) + off_scale_encoders(same_weights(companion, results),
+                                                                           trained_only)
+    return [name for name in dict.fromkeys(named) if name in encoders]
+
+
 def with_companion(population: Mapping[str, Mapping[str, float]], companion: Mapping[str, Mapping[str, float]],
                    setting: str, targets: Sequence[str] = TARGETS) -> tuple[dict[str, dict[str, float]], list[str]]:
     """``population`` with each encoder's scalars under a companion protocol (``companion``, rows as
@@ -245,6 +254,11 @@ def with_companion(population: Mapping[str, Mapping[str, float]], companion: Map
     return out, added
 
 
+def _weights_of(run: Any) -> Any:
+    """The ``training.weights_sha256`` a result scored (None where it records none)."""
+    return (run.training or {}).get("weights_sha256")
+
+
 def same_weights(companion: Mapping[str, Sequence[Any]], results: Mapping[str, Sequence[Any]]
                  ) -> dict[str, list[Any]]:
     """``companion``'s runs (``{model: [runs]}``) less those that scored other weights than the run of the same
@@ -252,13 +266,10 @@ def same_weights(companion: Mapping[str, Sequence[Any]], results: Mapping[str, S
     never joins the scores of two trainings (e.g. a job trained again on another device)."""
     from factorbench.benchmark.results import _sweep_seed
 
-    def weights_of(run: Any) -> Any:
-        return (run.training or {}).get("weights_sha256")
-
-    scored = {(model, _sweep_seed(r)): weights_of(r) for model, runs in results.items() for r in runs}
+    scored = {(model, _sweep_seed(r)): _weights_of(r) for model, runs in results.items() for r in runs}
 
     def other_weights(model: str, run: Any) -> bool:
-        mine, theirs = weights_of(run), scored.get((model, _sweep_seed(run)))
+        mine, theirs = _weights_of(run), scored.get((model, _sweep_seed(run)))
         return bool(mine and theirs and mine != theirs)
 
     kept = {model: [r for r in runs if not other_weights(model, r)] for model, runs in companion.items()}
@@ -274,15 +285,12 @@ def with_superseded(companion: Mapping[str, Sequence[Any]], superseded: Mapping[
     superseded run stay as they are (:func:`same_weights` then leaves them out)."""
     from factorbench.benchmark.results import _sweep_seed
 
-    def weights_of(run: Any) -> Any:
-        return (run.training or {}).get("weights_sha256")
-
-    scored = {(model, _sweep_seed(r)): weights_of(r) for model, runs in results.items() for r in runs}
-    earlier = {(model, _sweep_seed(r), weights_of(r)): r for model, runs in superseded.items() for r in runs}
+    scored = {(model, _sweep_seed(r)): _weights_of(r) for model, runs in results.items() for r in runs}
+    earlier = {(model, _sweep_seed(r), _weights_of(r)): r for model, runs in superseded.items() for r in runs}
 
     def matching(model: str, run: Any) -> Any:
         wanted = scored.get((model, _sweep_seed(run)))
-        if not wanted or wanted == weights_of(run):
+        if not wanted or wanted == _weights_of(run):
             return run
         return earlier.get((model, _sweep_seed(run), wanted), run)
 
@@ -438,9 +446,7 @@ def main(argv: list[str] | None = None) -> int:
                                     n_boot=args.n_boot, seed=args.seed)
     print(f"{args.protocol}: {len(result.encoders)} encoders ({len(results)} models)\n")
     print(format_meta_evaluation(result))
-    warned = [name for name in dict.fromkeys(off_scale_encoders(results, trained_only)
-                                             + off_scale_encoders(same_weights(companion, results), trained_only))
-              if name in result.encoders]
+    warned = joined_off_scale_encoders(result.encoders, results, companion, trained_only)
     if warned:
         print(f"{len(warned)} of the {len(result.encoders)} encoders ({', '.join(warned)}) hold codes off the "
               "scale of Do & Tran's fixed quantisation range [-4, 4] (their results' do_tran warning): their "
