@@ -144,7 +144,8 @@ def _sweep(p: argparse.ArgumentParser) -> None:
                    "array "
                    "task, one SLURM task each; default 1); start CUDA MPS first for the most throughput")
     p.add_argument("--only", metavar="PATTERN", help="only these jobs: shell patterns over job ids (name/dataset/"
-                   "seedK), job indices or ranges, comma-separated, e.g. 'vae/square/*' or '0-8'")
+                   "seedK), job indices or ranges, comma-separated, e.g. 'vae/square/*' or '0-8'; "
+                   "they run in the order given, e.g. '*/dsprites/*,*' runs the dSprites jobs first")
     p.add_argument("--dry-run", action="store_true", help="list the jobs and their state; run nothing")
     p.add_argument("--status", action="store_true", help="what is done, running, failed (with the error) and left, "
                    "CPU hours spent and an estimate for the rest")

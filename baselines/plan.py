@@ -370,9 +370,11 @@ def _matches(job: Job, pattern: str) -> bool:
 
 
 def select(jobs: Sequence[Job], only: str | None) -> list[Job]:
-    """The jobs that ``only`` names: comma-separated shell patterns over job ids (``'vae/square/*,*/teapot/*'``),
-    job indices (``7``) or index ranges (``0-8``); None selects all. A pattern that matches nothing is an
-    error (a typo would otherwise run nothing)."""
+    """The jobs that ``only`` names, in the order it names them: comma-separated shell patterns over job ids
+    (``'vae/square/*,*/teapot/*'``), job indices (``7``) or index ranges (``0-8``), each pattern's jobs in plan
+    order and a job matched twice taken at its first pattern, so that ``'*/dsprites/*,*'`` runs every dSprites
+    job before the rest; None selects all, in plan order. A pattern that matches nothing is an error (a typo
+    would otherwise run nothing)."""
     if only is None:
         return list(jobs)
     patterns = [p.strip() for p in only.split(",") if p.strip()]
@@ -383,7 +385,10 @@ def select(jobs: Sequence[Job], only: str | None) -> list[Job]:
             ids = ", ".join(j.id for j in jobs[:4]) + (", ..." if len(jobs) > 4 else "")
             raise FactorbenchError(f"--only {p!r} matches no job; job ids look like {ids} (name/dataset/seedK), "
                                    f"indices run from 0 to {len(jobs) - 1}")
-    return [j for j in jobs if any(_matches(j, p) for p in patterns)]
+    chosen: dict[str, Job] = {}
+    for p in patterns:
+        chosen.update((j.id, j) for j in jobs if _matches(j, p) and j.id not in chosen)
+    return list(chosen.values())
 
 
 def replace_entries(plan: Plan, entries: Sequence[PlanEntry]) -> Plan:

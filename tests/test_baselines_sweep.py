@@ -140,14 +140,27 @@ def test_only_selects_by_pattern(tmp_path):
     jobs = expand(_plan(tmp_path, PLAN + BETA))
     assert [j.id for j in select(jobs, "vae/square/*")] == ["vae/square/seed0", "vae/square/seed1"]
     assert [j.id for j in select(jobs, "*/seed0")] == ["vae/square/seed0", "beta-vae/square/seed0"]
-    assert [j.id for j in select(jobs, "beta-vae/*, vae/*/seed1")] == ["vae/square/seed1", "beta-vae/square/seed0"]
+    # in the order given, each pattern's jobs in plan order, a job matched twice at its first pattern
+    assert [j.id for j in select(jobs, "beta-vae/*, vae/*/seed1")] == ["beta-vae/square/seed0", "vae/square/seed1"]
+    assert [j.id for j in select(jobs, "*/seed1,*")] == ["vae/square/seed1", "vae/square/seed0", "beta-vae/square/seed0"]
     assert len(select(jobs, None)) == 3
     assert [j.id for j in select(jobs, "2")] == ["beta-vae/square/seed0"]  # job indices, as disentanglement_lib's
-    assert [j.index for j in select(jobs, "0-1")] == [0, 1] and [j.index for j in select(jobs, "1-9, 0")] == [0, 1, 2]
+    assert [j.index for j in select(jobs, "0-1")] == [0, 1] and [j.index for j in select(jobs, "1-9, 0")] == [1, 2, 0]
     with pytest.raises(FactorbenchError, match="indices run from 0 to 2"):
         select(jobs, "3")
     with pytest.raises(FactorbenchError, match="matches no job; job ids look like vae/square/seed0"):
         select(jobs, "vae/arrow/*")
+
+
+def test_the_engine_gets_the_jobs_in_the_order_only_gives(tmp_path, monkeypatch):
+    import factorbench.baselines.sweep as sweep_module
+
+    given: list[list[str]] = []
+    monkeypatch.setitem(sweep_module.ENGINES, "local",
+                        lambda req: given.append([j.id for j in req.jobs]) or {j.id: "done" for j in req.jobs})
+    plan = _plan(tmp_path, PLAN + BETA)
+    run_sweep(plan, tmp_path / "sweep", only="beta-vae/*,*", options=OPTIONS, **QUIET)
+    assert given == [["beta-vae/square/seed0", "vae/square/seed0", "vae/square/seed1"]]
 
 
 def test_reference_plan(tmp_path):
