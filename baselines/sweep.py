@@ -775,8 +775,9 @@ def _submit_ignoring_ctrl_c(executor: Any, fn: Any, job_id: str) -> Any:
 
 
 def _run_local(req: EngineRequest) -> dict[str, str]:
-    """submitit's local executor: one process per job, ``parallel`` at a time, in the order given (plan order, or ``--only``'s). With GPUs each
-    job gets one GPU as its ``CUDA_VISIBLE_DEVICES``, the least busy, and ``pack`` jobs share a GPU."""
+    """submitit's local executor: one process per job, ``parallel`` at a time, in the order given (plan order,
+    or ``--only``'s). With GPUs each job gets one GPU as its ``CUDA_VISIBLE_DEVICES``, the least busy, and
+    ``pack`` jobs share a GPU."""
     import submitit
 
     executor = submitit.LocalExecutor(folder=req.sweep_dir / "submitit" / "%j")
