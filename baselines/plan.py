@@ -380,14 +380,14 @@ def select(jobs: Sequence[Job], only: str | None) -> list[Job]:
     patterns = [p.strip() for p in only.split(",") if p.strip()]
     if not patterns:
         raise FactorbenchError("--only needs a pattern such as 'vae/square/*'")
+    chosen: dict[str, Job] = {}  # a job matched again keeps the place of its first match
     for p in patterns:
-        if not any(_matches(j, p) for j in jobs):
+        matched = [j for j in jobs if _matches(j, p)]
+        if not matched:
             ids = ", ".join(j.id for j in jobs[:4]) + (", ..." if len(jobs) > 4 else "")
             raise FactorbenchError(f"--only {p!r} matches no job; job ids look like {ids} (name/dataset/seedK), "
                                    f"indices run from 0 to {len(jobs) - 1}")
-    chosen: dict[str, Job] = {}
-    for p in patterns:
-        chosen.update((j.id, j) for j in jobs if _matches(j, p) and j.id not in chosen)
+        chosen.update((j.id, j) for j in matched)
     return list(chosen.values())
 
 
