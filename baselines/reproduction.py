@@ -192,6 +192,14 @@ def _retired_in(plan: str, protocol: str) -> bool:
     return any(protocol in table.get("retired", []) for table in (_raw_plan(plan) or {}).get("datasets", {}).values())
 
 
+def _meta_comparison(name: str) -> MetaComparison:
+    """The :data:`META_COMPARISONS` entry named ``name`` (its key, else its protocol)."""
+    entry = next((m for m in META_COMPARISONS if m.name == name), None)
+    if entry is None:
+        raise FactorbenchError(f"no meta-evaluation {name}: one of " + ", ".join(m.name for m in META_COMPARISONS))
+    return entry
+
+
 def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
     from factorbench.benchmark.experiments.metric_meta_evaluation import (format_meta_evaluation,
                                                                            joined_off_scale_encoders)
@@ -436,7 +444,7 @@ class _Sources:
 
         if name not in self._meta:
             results, companion = self.meta_runs(name)
-            entry = next(m for m in META_COMPARISONS if m.name == name)
+            entry = _meta_comparison(name)
             self._meta[name] = meta_evaluate_protocol(entry.protocol, results, companion, n_boot=META_N_BOOT) \
                 if sum(len(runs) for runs in results.values()) >= 3 else None
         return self._meta[name]
@@ -449,10 +457,7 @@ class _Sources:
         from factorbench.benchmark.results import superseded_results
 
         if name not in self._meta_runs:
-            entry = next((m for m in META_COMPARISONS if m.name == name), None)
-            if entry is None:
-                raise FactorbenchError(f"no meta-evaluation {name}: one of "
-                                       + ", ".join(m.name for m in META_COMPARISONS))
+            entry = _meta_comparison(name)
             results = runs_of_plan(self.protocol(entry.protocol), entry.plan)
             companion = with_superseded(runs_of_plan(self.protocol(entry.companion), entry.plan),
                                         superseded_results(entry.companion), results) if entry.companion else {}
