@@ -202,7 +202,8 @@ def _meta_comparison(name: str) -> MetaComparison:
 
 def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
     from factorbench.benchmark.experiments.metric_meta_evaluation import (format_meta_evaluation,
-                                                                           joined_off_scale_encoders)
+                                                                           joined_off_scale_encoders,
+                                                                           off_scale_note)
 
     planned = _planned_jobs(meta.plan, meta.protocol)
     whose = (f"that `{meta.plan}` scored under it before moving its scoring to a newer version" if
@@ -224,9 +225,8 @@ def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
         results, companion = sources.meta_runs(meta.name)
         warned = joined_off_scale_encoders(result.encoders, results, companion)
         if warned:
-            lines += ["", f"{len(warned)} of the encoders (" + ", ".join(f"`{e}`" for e in warned) + ") "
-                      + ("holds a code" if len(warned) == 1 else "hold codes") + " off the scale of Do & Tran's "
-                      "fixed quantisation range [-4, 4] in some setting: the `do_tran` rows' correlations mix scales ([METRICS.md](benchmark/METRICS.md), \"The range's scale\")."]
+            lines += ["", off_scale_note(warned, len(result.encoders), "[METRICS.md](benchmark/METRICS.md)",
+                                         code=lambda name: f"`{name}`")]
     if meta.note:
         lines += ["", meta.note]
     return "\n".join(lines)

@@ -91,8 +91,9 @@ def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results,
     def render(results: Results, yours: Collection[str], folder: Path, plots: bool) -> str:
         from factorbench.benchmark.experiments.metric_meta_evaluation import (FEW_ENCODERS, few_encoders_caveat,
                                                                                joined_off_scale_encoders,
-                                                                               meta_evaluate_protocol, runs_of_plan,
-                                                                               with_superseded)
+                                                                               meta_evaluate_protocol, off_scale_note,
+                                                                               runs_of_plan, with_superseded)
+        from factorbench.benchmark.leaderboard import _DEFINED_IN
         from factorbench.benchmark.results import superseded_results
 
         mine = runs_of_plan(results[protocol], plan, keep=yours)
@@ -137,10 +138,10 @@ def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results,
         body.append(_yours_note(yours, mine))
         warned = joined_off_scale_encoders(result.encoders, mine, theirs)
         if warned:
-            body.append(f'<p class="note">{len(warned)} of the encoders ({_e(", ".join(warned))}) '
-                        + ("holds a code" if len(warned) == 1 else "hold codes") + " off the scale of Do &amp; "
-                        "Tran's fixed quantisation range [-4, 4]: the do_tran rows' correlations mix scales "
-                        "(metrics.html, \"The range's scale\").</p>")
+            where = f'<a href="../metrics.html#{_DEFINED_IN["do_tran"]}">metrics.html</a>'
+            body.append('<p class="note">' + off_scale_note(warned, len(result.encoders), where,
+                                                            code=lambda name: f"<code>{_e(name)}</code>", text=_e)
+                        + "</p>")
         body.append(f"<details><summary>The {every} encoders</summary><p>"
                     + ", ".join(f"<code>{_e(e)}</code>" for e in result.encoders) + "</p></details>")
         body.append(_command(f"python -m factorbench.benchmark.experiments.metric_meta_evaluation {protocol} "

@@ -250,6 +250,26 @@ def test_encoders_off_the_quantisation_ranges_scale_are_named(capsys):
                      "Do & Tran's", out)
 
 
+def test_the_off_scale_note_reads_the_same_in_every_medium():
+    """One sentence serves REPRODUCTION.md, the leaderboard's pages and the command line: its Markdown form is
+    the plain one with names in backticks, and its HTML form, tags stripped and unescaped, is the plain one."""
+    import html
+
+    from factorbench.benchmark.experiments.metric_meta_evaluation import off_scale_note
+
+    plain = off_scale_note(["a/seed0"], 12, "METRICS.md")
+    assert plain == ("1 of the 12 encoders (a/seed0) holds a code off the scale of Do & Tran's fixed quantisation "
+                     "range [-4, 4] in some setting: the do_tran rows' correlations mix scales (METRICS.md, \"The "
+                     "range's scale\").")
+    assert off_scale_note(["a/seed0"], 12, "METRICS.md", code=lambda name: f"`{name}`") == plain.replace(
+        "a/seed0", "`a/seed0`").replace("the do_tran", "the `do_tran`")
+    names = ["x<y/seed0", "z/seed1"]
+    page = off_scale_note(names, 3, '<a href="m.html">METRICS.md</a>',
+                          code=lambda name: f"<code>{html.escape(name)}</code>", text=html.escape)
+    assert "Do &amp; Tran" in page and "<code>x&lt;y/seed0</code>, <code>z/seed1</code>) hold codes" in page
+    assert html.unescape(re.sub(r"<[^>]+>", "", page)) == off_scale_note(names, 3, "METRICS.md")
+
+
 def test_a_v2_protocol_adds_the_whole_code_target():
     """On a ``-dependent-v2`` protocol the whole-code accuracy is a third target, never a metric; on v1 the
     two paper targets stay the only ones."""

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ from factorbench.generators.outputs import check_output_file, save_figure
 
 __all__ = ["MetaEvaluation", "TARGETS", "WHOLE_CODE_TARGET", "few_encoders_caveat", "format_meta_evaluation", "meta_evaluate", "meta_evaluate_protocol",
            "plot_meta_evaluation", "runs_of_plan",
-           "joined_off_scale_encoders", "population_of", "protocol_order", "same_weights", "spearman", "with_companion", "with_superseded"]
+           "joined_off_scale_encoders", "off_scale_note", "population_of", "protocol_order", "same_weights", "spearman", "with_companion", "with_superseded"]
 
 #: the targets of Almudévar & Ortega's Figures 4 (downstream accuracy) and 5 (IRS), as scalar names
 #: within a setting (``<label>.<scalar>``)
@@ -234,6 +234,19 @@ def joined_off_scale_encoders(encoders: Collection[str], results: Mapping[str, S
     named = off_scale_encoders(results, trained_only) + off_scale_encoders(same_weights(companion, results),
                                                                            trained_only)
     return [name for name in dict.fromkeys(named) if name in encoders]
+
+
+def off_scale_note(warned: Sequence[str], total: int, where: str, *, code: Callable[[str], str] = str,
+                   text: Callable[[str], str] = str) -> str:
+    """The sentence under a meta-evaluation that names the encoders of :func:`joined_off_scale_encoders`
+    (``warned``, of ``total``) and says what their codes do to the ``do_tran`` rows, with ``where`` the
+    reference to METRICS.md's "The range's scale", ``code`` formatting a name and ``text`` escaping the
+    prose, as the medium (Markdown, HTML, a terminal) needs."""
+    hold = "holds a code" if len(warned) == 1 else "hold codes"
+    return (text(f"{len(warned)} of the {total} encoders (") + ", ".join(code(name) for name in warned)
+            + text(f") {hold} off the scale of Do & Tran's fixed quantisation range [-4, 4] in some setting: the ")
+            + code("do_tran")
+            + text(" rows' correlations mix scales (") + where + text(", \"The range's scale\")."))
 
 
 def with_companion(population: Mapping[str, Mapping[str, float]], companion: Mapping[str, Mapping[str, float]],
@@ -448,10 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_meta_evaluation(result))
     warned = joined_off_scale_encoders(result.encoders, results, companion, trained_only)
     if warned:
-        print(f"{len(warned)} of the {len(result.encoders)} encoders ({', '.join(warned)}) hold codes off the "
-              "scale of Do & Tran's fixed quantisation range [-4, 4] (their results' do_tran warning): their "
-              "do_tran scores, JEMMIG and MISJED above all, change with a code's scale, so the do_tran rows' "
-              "correlations mix scales (benchmark/METRICS.md, \"The range's scale\").")
+        print(off_scale_note(warned, len(result.encoders), "benchmark/METRICS.md"))
     if args.plot:
         print(f"wrote {plot_meta_evaluation(result, args.plot)}")
     return 0
