@@ -201,6 +201,7 @@ def _meta_comparison(name: str) -> MetaComparison:
 
 
 def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
+    from factorbench.benchmark.experiments.meta_evaluation_claims import format_meta_claims
     from factorbench.benchmark.experiments.metric_meta_evaluation import (format_meta_evaluation,
                                                                            joined_off_scale_encoders,
                                                                            off_scale_note)
@@ -227,6 +228,8 @@ def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
         if warned:
             lines += ["", off_scale_note(warned, len(result.encoders), "[METRICS.md](benchmark/METRICS.md)",
                                          code=lambda name: f"`{name}`")]
+        lines += ["", format_meta_claims(sources.meta_claims(meta.name), len(result.encoders),
+                                         "[METRICS.md](benchmark/METRICS.md)")]
     if meta.note:
         lines += ["", meta.note]
     return "\n".join(lines)
@@ -449,6 +452,14 @@ class _Sources:
                 if sum(len(runs) for runs in results.values()) >= 3 else None
         return self._meta[name]
 
+    def meta_claims(self, name: str) -> list[Any]:
+        """Almudévar & Ortega's claims judged on the meta-evaluation ``name``
+        (:mod:`factorbench.benchmark.experiments.meta_evaluation_claims`; none with fewer than 3 encoders)."""
+        from factorbench.benchmark.experiments.meta_evaluation_claims import check_meta_claims
+
+        result = self.meta(name)
+        return check_meta_claims(result) if result is not None else []
+
     def meta_runs(self, name: str) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
         """The runs the meta-evaluation ``name`` reads: its plan's runs under its protocol, and under its
         companion protocol those of the same weights (superseded runs where a job trained again; none
@@ -559,7 +570,11 @@ def render_value(expression: str, sources: _Sources) -> str:
     - ``claims FIELD``: how many of Do & Tran's claims there are (``total``), are ``judged`` (not "too few
       runs"), ``reproduced``, and ``provisional`` (judged on pending settings); ``claims pending``: that
       count as a clause ("3 of the verdicts rest on settings whose other seeds are still to come", or
-      "every verdict rests on complete settings")."""
+      "every verdict rests on complete settings");
+    - ``metaclaim NAME KEY verdict``: the verdict of Almudévar & Ortega's claim KEY on the meta-evaluation
+      ``NAME`` (:mod:`~factorbench.benchmark.experiments.meta_evaluation_claims`), ``metaclaim NAME KEY
+      stability`` the percentage of its bootstrap resamples that keep it, ``metaclaim NAME KEY NUMBER mN`` a
+      number of its evidence (``MetaClaim.numbers``, ``~`` for a space)."""
     parts = expression.split()
     try:
         if parts[0] == "ours" and len(parts) == 5:
@@ -608,6 +623,8 @@ def render_value(expression: str, sources: _Sources) -> str:
             if field not in counts:
                 raise ValueError(f"field {field!r} is not one of {', '.join(counts)}")
             return str(counts[field])
+        elif parts[0] == "metaclaim" and len(parts) in (4, 5):
+            return _meta_claim_value(parts[1], parts[2], parts[3:], sources)
         elif parts[0] == "claim" and len(parts) in (3, 4):
             return _claim_value(parts[1], parts[2:], sources)
         elif parts[0] == "claims" and len(parts) == 2:
@@ -638,7 +655,36 @@ def render_value(expression: str, sources: _Sources) -> str:
     raise FactorbenchError(f"prose number <!--={expression}-->: not one of 'ours PROTOCOL MODEL KEY FORMAT', "
                            "'paper FILE TABLE MODEL KEY FORMAT', 'gap PROTOCOL MODEL KEY FILE TABLE [PAPER_MODEL]', "
                            "'rho PROTOCOL TARGET METRIC SETTING FORMAT', 'precision PROTOCOL FIELD', "
-                           "'claim KEY verdict', 'claim KEY stability', 'claim KEY NAME FORMAT', 'claims FIELD'")
+                           "'claim KEY verdict', 'claim KEY stability', 'claim KEY NAME FORMAT', 'claims FIELD', "
+                           "'metaclaim META KEY verdict', 'metaclaim META KEY stability', "
+                           "'metaclaim META KEY NAME FORMAT'")
+
+
+def _meta_claim_value(name: str, key: str, rest: Sequence[str], sources: "_Sources") -> str:
+    """``metaclaim META KEY verdict|stability`` or ``metaclaim META KEY NAME mN`` of :func:`render_value`:
+    Almudévar & Ortega's claim ``KEY`` judged on the meta-evaluation ``META``."""
+    claim = next((c for c in sources.meta_claims(name) if c.key == key), None)
+    if claim is None:
+        from factorbench.benchmark.experiments.meta_evaluation_claims import CLAIMS
+
+        raise FactorbenchError(f"the prose cites Almudévar & Ortega's claim {key!r} on {name}, which has too few "
+                               "encoders" if any(c.key == key for c in CLAIMS) else
+                               f"the prose cites Almudévar & Ortega's claim {key!r}, not one of "
+                               + ", ".join(c.key for c in CLAIMS))
+    if list(rest) == ["verdict"]:
+        return claim.verdict
+    if list(rest) == ["stability"]:
+        if claim.stability is None:
+            raise FactorbenchError(f"the prose cites the stability of claim {key} on {name}, which is "
+                                   f"{claim.verdict}")
+        return f"{claim.stability:.0%}"
+    if len(rest) != 2 or not rest[1].startswith("m"):
+        raise ValueError(f"'metaclaim {name} {key}' takes 'verdict', 'stability' or 'NAME mN'")
+    number = rest[0].replace("~", " ")
+    if number not in claim.numbers:
+        raise FactorbenchError(f"the prose cites {number!r} of claim {key} on {name}, whose evidence gives "
+                               + ", ".join(map(repr, claim.numbers)))
+    return f"{claim.numbers[number]:.{_digits(rest[1], 'm')}f}"
 
 
 def _claim_value(key: str, rest: Sequence[str], sources: "_Sources") -> str:

@@ -142,6 +142,7 @@ def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results,
             body.append('<p class="note">' + off_scale_note(warned, len(result.encoders), where,
                                                             code=lambda name: f"<code>{_e(name)}</code>", text=_e)
                         + "</p>")
+        body.append(_meta_claims_html(result))
         body.append(f"<details><summary>The {every} encoders</summary><p>"
                     + ", ".join(f"<code>{_e(e)}</code>" for e in result.encoders) + "</p></details>")
         body.append(_command(f"python -m factorbench.benchmark.experiments.metric_meta_evaluation {protocol} "
@@ -149,6 +150,25 @@ def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results,
         return "".join(body)
 
     return render
+
+
+def _meta_claims_html(result: Any) -> str:
+    """Almudévar & Ortega's claims judged on ``result``
+    (:mod:`factorbench.benchmark.experiments.meta_evaluation_claims`), as a list."""
+    from factorbench.benchmark.experiments import meta_evaluation_claims as mc
+
+    claims = mc.check_meta_claims(result)
+    if all(c.verdict == mc.TOO_FEW for c in claims):
+        return (f"<p>{len(result.encoders)} encoders are too few to judge the paper's claims (it takes "
+                f"{mc.FEW_ENCODERS}).</p>")
+    items = "".join(f'<li id="{_e(c.key)}"><strong>Figure {_e(c.figure)}</strong>: "{_e(c.statement)}": '
+                    f'<span class="verdict">{_e(mc.verdict_text(c))}</span>. Ours: {_e(c.evidence or "n/a")}.</li>'
+                    for c in claims)
+    return (f"<h2>Their claims, judged</h2><p>Each sentence of the paper's sections 6.1 and 6.2 tested on the "
+            f"correlations above: strong from {mc.STRONG}, weak below {mc.MODERATE}, stable within "
+            f"{mc.STABLE_MOVE} of the independent setting, a sharp fall {mc.SHARP_FALL} or more; beside each "
+            "verdict, the share of the bootstrap resamples of the encoders that give it "
+            f'(<a href="../metrics.html#meta-evaluation-across-encoders">metrics.html</a>).</p><ul>{items}</ul>')
 
 
 # --- Do & Tran: dSprites comparison ---------------------------------------------------------------------

@@ -248,6 +248,8 @@ def test_encoders_off_the_quantisation_ranges_scale_are_named(capsys):
     out = capsys.readouterr().out
     assert re.search(r"\n3 of the \d+ encoders \(ideal/run0, pca/run0, random/run0\) hold codes off the scale of "
                      "Do & Tran's", out)
+    # and judges the paper's claims on the correlations it printed
+    assert "\n| 4 | When the factors are independent, Sufficiency achieves the strongest correlation" in out
 
 
 def test_the_off_scale_note_reads_the_same_in_every_medium():

@@ -192,6 +192,19 @@ def test_prose_numbers_are_generated_once_from_full_precision_and_checked(tmp_pa
                          ("rho square-lsbd-v1 irs.score mig.score triple m2", "no meta-evaluation")]:
         with pytest.raises(FactorbenchError, match=message):
             render_value(bad, sources)
+    # a claim of Almudévar & Ortega judged on a meta-evaluation: its verdict, stability and numbers
+    from factorbench.benchmark.experiments.meta_evaluation_claims import check_meta_claims
+
+    name = "dsprites-dependent-v3.do-tran-v1"
+    claim = next(c for c in check_meta_claims(sources.meta(name)) if c.key == "minimality-strong")
+    assert render_value(f"metaclaim {name} minimality-strong verdict", sources) == claim.verdict
+    assert render_value(f"metaclaim {name} minimality-strong stability", sources) == f"{claim.stability:.0%}"
+    assert render_value(f"metaclaim {name} minimality-strong lowest m3", sources) == f"{claim.numbers['lowest']:.3f}"
+    for bad, message in [(f"metaclaim {name} nothing verdict", "not one of sufficiency-strongest"),
+                         (f"metaclaim {name} minimality-strong nothing m2", "evidence gives 'independent'"),
+                         (f"metaclaim {name} minimality-strong lowest x2", "takes 'verdict'")]:
+        with pytest.raises(FactorbenchError, match=message):
+            render_value(bad, sources)
     # the document's own numbers: test_the_document_is_up_to_date renders them too (update_document)
     assert "<!--=ours square-lsbd-v1 vae d_lsbd.sum ms2-->" in (ROOT / "REPRODUCTION.md").read_text()
 

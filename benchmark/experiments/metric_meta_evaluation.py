@@ -87,7 +87,10 @@ class MetaEvaluation:
     target ``targets[t]`` in setting ``settings[s]``; ``low``/``high``: the bootstrap percentile interval
     (``level``, ``n_boot`` resamples of the encoders with replacement, ``seed``); ``counts[s, m, t]``: how
     many encoders the cell's correlation is over (those with both values; fewer than ``encoders`` where an
-    encoder lacks the metric, e.g. a companion protocol's score of other weights)."""
+    encoder lacks the metric, e.g. a companion protocol's score of other weights); ``samples[b, s, m, t]``:
+    the cell's correlation in bootstrap resample ``b`` (NaN where the resample holds fewer than 3 of the
+    cell's encoders or ranks none apart), the same resamples in every cell, so that a statement about
+    several cells can be judged in each (:mod:`factorbench.benchmark.experiments.meta_evaluation_claims`)."""
 
     settings: tuple[str, ...]
     metrics: tuple[str, ...]
@@ -100,6 +103,7 @@ class MetaEvaluation:
     n_boot: int
     seed: int
     counts: np.ndarray
+    samples: np.ndarray
 
 
 def _settings_of(keys: Sequence[str], targets: Sequence[str]) -> list[str]:
@@ -145,6 +149,7 @@ def meta_evaluate(population: Mapping[str, Mapping[str, float]], targets: Sequen
     shape = (len(settings), len(metrics), len(targets))
     rho, low, high = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
     counts = np.zeros(shape, dtype=int)
+    samples = np.full((n_boot, *shape), np.nan)
     for s, setting in enumerate(settings):
         for t, target in enumerate(targets):
             y = np.array([population[e].get(f"{setting}.{target}", np.nan) for e in names], dtype=float)
@@ -156,12 +161,13 @@ def meta_evaluate(population: Mapping[str, Mapping[str, float]], targets: Sequen
                     continue
                 rho[s, m, t] = spearman(x[ok], y[ok])
                 # every resample at once, scored over its encoders with both values, if it has 3 of them
-                kept = draws[ok[draws].sum(axis=1) >= 3]
-                boots = _spearman_rows(x[kept], y[kept], ok[kept])
+                kept = ok[draws].sum(axis=1) >= 3
+                samples[kept, s, m, t] = boots = _spearman_rows(x[draws[kept]], y[draws[kept]], ok[draws[kept]])
                 boots = boots[np.isfinite(boots)]
                 if len(boots):
                     low[s, m, t], high[s, m, t] = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
-    return MetaEvaluation(settings, metrics, tuple(targets), names, rho, low, high, level, n_boot, seed, counts)
+    return MetaEvaluation(settings, metrics, tuple(targets), names, rho, low, high, level, n_boot, seed, counts,
+                          samples)
 
 
 def protocol_order(protocol: Any, population: Mapping[str, Mapping[str, float]],
@@ -462,6 +468,9 @@ def main(argv: list[str] | None = None) -> int:
     warned = joined_off_scale_encoders(result.encoders, results, companion, trained_only)
     if warned:
         print(off_scale_note(warned, len(result.encoders), "benchmark/METRICS.md"))
+    from factorbench.benchmark.experiments.meta_evaluation_claims import check_meta_claims, format_meta_claims
+
+    print("\n" + format_meta_claims(check_meta_claims(result), len(result.encoders)))
     if args.plot:
         print(f"wrote {plot_meta_evaluation(result, args.plot)}")
     return 0
