@@ -211,20 +211,26 @@ CLAIMS: tuple[_Claim, ...] = (
 )
 
 
-def _table(result: MetaEvaluation, target: str, rho: np.ndarray) -> _Table | None:
-    """``rho`` (settings x metrics x targets) of ``target`` over the metrics scored in every setting; None
-    where the target is missing."""
+def _table(result: MetaEvaluation, target: str) -> _Table | None:
+    """The point correlations of ``target`` over the metrics scored in every setting; None where the
+    target is missing."""
     if target not in result.targets:
         return None
-    values = rho[:, :, result.targets.index(target)]
+    values = result.rho[:, :, result.targets.index(target)]
     whole = [m for m in range(len(result.metrics)) if np.isfinite(values[:, m]).all()]
     return _Table(values[:, whole], result.settings, tuple(result.metrics[m] for m in whole))
 
 
-def _judge(claim: _Claim, table: _Table | None) -> Judgement | None:
-    if table is None or claim.subject not in table.metrics or len(table.metrics) < 2 or len(table.settings) < 2:
-        return None
-    return claim.test(table, claim.subject)
+def _judgeable(claim: _Claim, table: _Table | None) -> bool:
+    return (table is not None and claim.subject in table.metrics and len(table.metrics) >= 2
+            and len(table.settings) >= 2)
+
+
+def _resampled(result: MetaEvaluation, table: _Table, target: str) -> list[_Table]:
+    """``table`` in each of ``result``'s bootstrap resamples in which every cell it reads has a value."""
+    columns = [result.metrics.index(m) for m in table.metrics]
+    picked = result.samples[:, :, columns, result.targets.index(target)]
+    return [_Table(sample, table.settings, table.metrics) for sample in picked if np.isfinite(sample).all()]
 
 
 def check_meta_claims(result: MetaEvaluation, few: int = FEW_ENCODERS) -> list[MetaClaim]:
@@ -233,20 +239,15 @@ def check_meta_claims(result: MetaEvaluation, few: int = FEW_ENCODERS) -> list[M
     stability over ``result``'s bootstrap resamples (those in which every cell it reads has a value)."""
     out = []
     for claim in CLAIMS:
-        judged = _judge(claim, _table(result, claim.target, result.rho))
-        if judged is None or len(result.encoders) < few:
-            out.append(MetaClaim(claim.key, claim.figure, claim.statement, judged[1] if judged else "",
-                                 NOT_SCORED if judged is None else TOO_FEW, None, 0, judged[2] if judged else {}))
+        table = _table(result, claim.target)
+        if table is None or not _judgeable(claim, table):
+            out.append(MetaClaim(claim.key, claim.figure, claim.statement, "", NOT_SCORED, None, 0, {}))
             continue
-        holds, evidence, numbers = judged
-        table = _table(result, claim.target, result.rho)
-        assert table is not None
-        columns = [result.metrics.index(m) for m in table.metrics]
-        same = []
-        for sample in result.samples:
-            resampled = sample[:, columns, result.targets.index(claim.target)]
-            if np.isfinite(resampled).all():
-                same.append(claim.test(_Table(resampled, table.settings, table.metrics), claim.subject)[0] == holds)
+        holds, evidence, numbers = claim.test(table, claim.subject)
+        if len(result.encoders) < few:
+            out.append(MetaClaim(claim.key, claim.figure, claim.statement, evidence, TOO_FEW, None, 0, numbers))
+            continue
+        same = [claim.test(sample, claim.subject)[0] == holds for sample in _resampled(result, table, claim.target)]
         out.append(MetaClaim(claim.key, claim.figure, claim.statement, evidence,
                              REPRODUCED if holds else NOT_REPRODUCED, float(np.mean(same)) if same else None,
                              len(same), numbers))
