@@ -235,6 +235,35 @@ def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
     return "\n".join(lines)
 
 
+def _meta_claims_grid(sources: "_Sources") -> str:
+    """Almudévar & Ortega's claims (rows) judged on each population scored in every setting (columns: the
+    :data:`META_COMPARISONS` without a companion), side by side."""
+    from factorbench.benchmark.experiments.meta_evaluation_claims import CLAIMS, TOO_FEW
+
+    metas = [meta for meta in META_COMPARISONS if not meta.companion]
+    judged = {meta.name: {c.key: c for c in sources.meta_claims(meta.name)} for meta in metas}
+    counts = {meta.name: len(result.encoders) if (result := sources.meta(meta.name)) is not None else 0
+              for meta in metas}
+
+    def cell(meta: MetaComparison, key: str) -> str:
+        claim = judged[meta.name].get(key)
+        if claim is None or claim.verdict == TOO_FEW:
+            return f"too few encoders ({counts[meta.name]})"
+        return claim.verdict + (f" ({claim.stability:.0%})" if claim.stability is not None else "")
+
+    lines = ["### Almudévar & Ortega's claims, population by population", "",
+             "Each claim of their sections 6.1 and 6.2 judged on each population scored with every metric in every "
+             "setting (the tables above), with the share of the bootstrap resamples of its encoders that give the "
+             "same verdict; a population under 10 encoders is not judged.", "",
+             "| figure | claim | " + " | ".join(f"`{meta.protocol}`, `{meta.plan}` ({counts[meta.name]})"
+                                                for meta in metas) + " |",
+             "|---|---|" + "---|" * len(metas)]
+    for claim in CLAIMS:
+        lines.append(f"| {claim.figure} | {claim.statement} | " + " | ".join(cell(meta, claim.key) for meta in metas)
+                     + " |")
+    return "\n".join(lines)
+
+
 def _do_tran_section(sources: "_Sources") -> str:
     """Do & Tran's Figures 5-8 on dSprites: the settings of ``do-tran-v1`` and their claims, checked
     (:mod:`factorbench.benchmark.experiments.do_tran_comparison`)."""
@@ -401,7 +430,7 @@ def render_tables(reference_dir: Path | None = None, sources: "_Sources | None" 
     """The generated part of REPRODUCTION.md (``sources``: results already read, shared with the prose)."""
     sources = sources if sources is not None else _Sources(reference_dir)
     return "\n\n".join([_table(comparison, sources.protocol(comparison.protocol)) for comparison in COMPARISONS]
-                       + [_meta_table(meta, sources) for meta in META_COMPARISONS]
+                       + [_meta_table(meta, sources) for meta in META_COMPARISONS] + [_meta_claims_grid(sources)]
                        + [_do_tran_section(sources), _irs_section(sources), _precision_section(sources)])
 
 

@@ -209,6 +209,23 @@ def test_prose_numbers_are_generated_once_from_full_precision_and_checked(tmp_pa
     assert "<!--=ours square-lsbd-v1 vae d_lsbd.sum ms2-->" in (ROOT / "REPRODUCTION.md").read_text()
 
 
+def test_the_claims_grid_gives_each_populations_verdicts():
+    """The grid of Almudévar & Ortega's claims has one row per claim and, in the column of Do & Tran's 48
+    encoders (the last), each verdict and stability that check_meta_claims gives that population."""
+    from factorbench.baselines.reproduction import _meta_claims_grid, _Sources
+    from factorbench.benchmark.experiments.meta_evaluation_claims import CLAIMS
+
+    sources = _Sources(None)
+    grid = _meta_claims_grid(sources)
+    header = next(line for line in grid.splitlines() if line.startswith("| figure |"))
+    assert header.endswith("`dsprites-dependent-v3`, `do-tran-v1` (48) |")
+    rows = [line for line in grid.splitlines() if line.startswith(("| 4 |", "| 5 |"))]
+    claims = sources.meta_claims("dsprites-dependent-v3.do-tran-v1")
+    assert len(rows) == len(CLAIMS) == len(claims)
+    for row, claim, spec in zip(rows, claims, CLAIMS):
+        assert f"| {spec.statement} |" in row and row.endswith(f"| {claim.verdict} ({claim.stability:.0%}) |")
+
+
 def test_two_meta_evaluations_of_one_protocol_are_told_apart_by_their_plans(monkeypatch):
     """``dsprites-dependent-v3`` is read twice, over ``almudevar-ortega-v1``'s encoders and over ``do-tran-v1``'s:
     each comparison has its own name, and each evaluates only its plan's runs."""
