@@ -95,3 +95,16 @@ def test_readme_lsbd_table_quotes_the_reference_files():
             else:
                 assert len(runs) == 1, f"{where}: {len(runs)} seeds have finished; quote their mean ± std"
                 assert mean == round(values[0], digits), f"{where}; the file gives {values[0]:.{digits}f}"
+
+
+def test_readme_meta_evaluation_example_runs(capsys):
+    """The README's Python example of the meta-evaluation and its claims runs as written, and prints one line
+    per claim."""
+    from factorbench.benchmark.experiments.meta_evaluation_claims import CLAIMS
+
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    example = next(block for block in blocks if "check_meta_claims" in block)
+    exec(compile(example, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert [line.split()[1] for line in printed] == [claim.key for claim in CLAIMS]
+    assert all(line.split()[2] in ("reproduced", "not") for line in printed)
