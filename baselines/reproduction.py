@@ -447,6 +447,7 @@ class _Sources:
         self._published: dict[str, dict[str, Any]] = {}
         self._meta: dict[str, Any] = {}
         self._meta_runs: dict[str, tuple[dict[str, list[Any]], dict[str, list[Any]]]] = {}
+        self._meta_claims: dict[str, list[Any]] = {}
         self._precision: dict[str, Any] = {}
         self._do_tran: tuple[list[Any], list[Any], set[str]] | None = None
         self._do_tran_stability: dict[str, float] | None = None
@@ -483,11 +484,14 @@ class _Sources:
 
     def meta_claims(self, name: str) -> list[Any]:
         """Almudévar & Ortega's claims judged on the meta-evaluation ``name``
-        (:mod:`factorbench.benchmark.experiments.meta_evaluation_claims`; none with fewer than 3 encoders)."""
+        (:mod:`factorbench.benchmark.experiments.meta_evaluation_claims`; none with fewer than 3 encoders),
+        judged once: the tables, the grid and every ``metaclaim`` value of the prose read them."""
         from factorbench.benchmark.experiments.meta_evaluation_claims import check_meta_claims
 
-        result = self.meta(name)
-        return check_meta_claims(result) if result is not None else []
+        if name not in self._meta_claims:
+            result = self.meta(name)
+            self._meta_claims[name] = check_meta_claims(result) if result is not None else []
+        return self._meta_claims[name]
 
     def meta_runs(self, name: str) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
         """The runs the meta-evaluation ``name`` reads: its plan's runs under its protocol, and under its

@@ -158,16 +158,15 @@ def _meta_claims_html(result: Any) -> str:
     from factorbench.benchmark.experiments import meta_evaluation_claims as mc
 
     claims = mc.check_meta_claims(result)
-    if all(c.verdict == mc.TOO_FEW for c in claims):
-        return (f"<p>{len(result.encoders)} encoders are too few to judge the paper's claims (it takes "
-                f"{mc.FEW_ENCODERS}).</p>")
+    few = mc.too_few_note(claims, len(result.encoders))
+    if few:
+        return f"<p>{_e(few)}</p>"
     items = "".join(f'<li id="{_e(c.key)}"><strong>Figure {_e(c.figure)}</strong>: "{_e(c.statement)}": '
                     f'<span class="verdict">{_e(mc.verdict_text(c))}</span>. Ours: {_e(c.evidence or "n/a")}.</li>'
                     for c in claims)
     return (f"<h2>Their claims, judged</h2><p>Each sentence of the paper's sections 6.1 and 6.2 tested on the "
-            f"correlations above: strong from {mc.STRONG}, weak below {mc.MODERATE}, stable within "
-            f"{mc.STABLE_MOVE} of the independent setting, a sharp fall {mc.SHARP_FALL} or more; beside each "
-            "verdict, the share of the bootstrap resamples of the encoders that give it "
+            f"correlations above: {_e(mc.THRESHOLDS)}; beside each verdict, the share of the bootstrap resamples "
+            "of the encoders that give it "
             f'(<a href="../metrics.html#meta-evaluation-across-encoders">metrics.html</a>).</p><ul>{items}</ul>')
 
 

@@ -28,7 +28,8 @@ import numpy as np
 from factorbench.benchmark.experiments.metric_meta_evaluation import FEW_ENCODERS, MetaEvaluation
 
 __all__ = ["CLAIMS", "MetaClaim", "MODERATE", "NOT_REPRODUCED", "NOT_SCORED", "REPRODUCED", "SHARP_FALL",
-           "STABLE_MOVE", "STRONG", "TOO_FEW", "check_meta_claims", "format_meta_claims", "verdict_text"]
+           "STABLE_MOVE", "STRONG", "THRESHOLDS", "TOO_FEW", "check_meta_claims", "format_meta_claims",
+           "too_few_note", "verdict_text"]
 
 #: a correlation this high or higher is strong (Dancey & Reidy 2007)
 STRONG = 0.7
@@ -221,9 +222,8 @@ def _table(result: MetaEvaluation, target: str) -> _Table | None:
     return _Table(values[:, whole], result.settings, tuple(result.metrics[m] for m in whole))
 
 
-def _judgeable(claim: _Claim, table: _Table | None) -> bool:
-    return (table is not None and claim.subject in table.metrics and len(table.metrics) >= 2
-            and len(table.settings) >= 2)
+def _judgeable(claim: _Claim, table: _Table) -> bool:
+    return claim.subject in table.metrics and len(table.metrics) >= 2 and len(table.settings) >= 2
 
 
 def _resampled(result: MetaEvaluation, table: _Table, target: str) -> list[_Table]:
@@ -261,18 +261,29 @@ def verdict_text(claim: MetaClaim) -> str:
     return f"{claim.verdict} (the same in {claim.stability:.0%} of {claim.resamples} resamples)"
 
 
-def format_meta_claims(claims: Sequence[MetaClaim], encoders: int, where: str = "benchmark/METRICS.md") -> str:
-    """The claims as a Markdown paragraph and table (figure, the paper's claim, ours, verdict with its
-    stability), ``where`` the reference to METRICS.md; under :data:`FEW_ENCODERS` encoders, one sentence."""
+#: the thresholds in words, as every rendering of the claims states them
+THRESHOLDS = (f"strong from {STRONG}, weak below {MODERATE}, stable within {STABLE_MOVE} of the independent setting, "
+              f"a sharp fall {SHARP_FALL} or more")
+
+
+def too_few_note(claims: Sequence[MetaClaim], encoders: int) -> str | None:
+    """The sentence that stands for the claims when none is judged for want of encoders (else None)."""
     if claims and all(claim.verdict == TOO_FEW for claim in claims):
         return (f"{encoders} encoders are too few to judge Almudévar & Ortega's claims about their Figures 4 and 5 "
                 f"(it takes {FEW_ENCODERS}).")
+    return None
+
+
+def format_meta_claims(claims: Sequence[MetaClaim], encoders: int, where: str = "benchmark/METRICS.md") -> str:
+    """The claims as a Markdown paragraph and table (figure, the paper's claim, ours, verdict with its
+    stability), ``where`` the reference to METRICS.md; under :data:`FEW_ENCODERS` encoders, one sentence."""
+    few = too_few_note(claims, encoders)
+    if few:
+        return few
     lines = [f"Almudévar & Ortega's claims about their Figures 4 and 5, judged on these correlations: their metric "
-             f"against the other metrics scored in every setting; strong from {STRONG}, weak below {MODERATE}, "
-             f"stable within {STABLE_MOVE} of the independent setting, a sharp fall {SHARP_FALL} or more; the "
-             "share of the bootstrap resamples of the encoders that give the same verdict beside it "
-             f"({where}, \"Their claims, judged\").", "",
-             "| figure | the paper | ours | verdict |", "|---|---|---|---|"]
+             f"against the other metrics scored in every setting; {THRESHOLDS}; the share of the bootstrap "
+             f"resamples of the encoders that give the same verdict beside it ({where}, \"Their claims, judged\").",
+             "", "| figure | the paper | ours | verdict |", "|---|---|---|---|"]
     for claim in claims:
         lines.append(f"| {claim.figure} | {claim.statement} | {claim.evidence or 'n/a'} | {verdict_text(claim)} |")
     return "\n".join(lines)
