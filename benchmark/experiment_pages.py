@@ -156,6 +156,7 @@ def _meta_claims_html(result: Any) -> str:
     """Almudévar & Ortega's claims judged on ``result``
     (:mod:`factorbench.benchmark.experiments.meta_evaluation_claims`), as a list."""
     from factorbench.benchmark.experiments import meta_evaluation_claims as mc
+    from factorbench.benchmark.leaderboard import _DEFINED_IN
 
     claims = mc.check_meta_claims(result)
     few = mc.too_few_note(claims, len(result.encoders))
@@ -167,7 +168,7 @@ def _meta_claims_html(result: Any) -> str:
     return (f"<h2>Their claims, judged</h2><p>Each sentence of the paper's sections 6.1 and 6.2 tested on the "
             f"correlations above: {_e(mc.THRESHOLDS)}; beside each verdict, the share of the bootstrap resamples "
             "of the encoders that give it "
-            f'(<a href="../metrics.html#meta-evaluation-across-encoders">metrics.html</a>).</p><ul>{items}</ul>')
+            f'(<a href="../metrics.html#{_DEFINED_IN["meta_evaluation"]}">metrics.html</a>).</p><ul>{items}</ul>')
 
 
 # --- Do & Tran: dSprites comparison ---------------------------------------------------------------------

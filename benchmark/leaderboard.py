@@ -134,7 +134,7 @@ if (allColumns) {
 }
 """
 
-#: metric -> the heading of its definition in METRICS.md (the site's metrics.html)
+#: metric (or analysis) -> the anchor of its definition's heading in METRICS.md (the site's metrics.html)
 _DEFINED_IN = {"dci": "dci", "dci_of_samples": "dci", "mig": "mig", "sap": "sap", "modularity": "modularity-and-explicitness",
                "explicitness": "modularity-and-explicitness", "beta_vae": "betavae-and-factorvae-scores",
                "factor_vae": "betavae-and-factorvae-scores", "irs": "irs", "do_tran": "do-tran-s-information-metrics",
@@ -143,7 +143,8 @@ _DEFINED_IN = {"dci": "dci", "dci_of_samples": "dci", "mig": "mig", "sap": "sap"
                "factor_vae_score": "betavae-and-factorvae-scores",
                "single_code_accuracy": "single-code-downstream-accuracy",
                "downstream_full": "single-code-downstream-accuracy",
-               "full_code_accuracy": "single-code-downstream-accuracy"}
+               "full_code_accuracy": "single-code-downstream-accuracy",
+               "meta_evaluation": "meta-evaluation-across-encoders"}
 #: a score table with more columns than this opens in its compact view (the headline and the first group)
 COMPACT_OVER = 10
 

@@ -402,6 +402,16 @@ def test_pages_load_in_a_headless_browser_without_errors(site, plotted_site):
         browser.quit()
 
 
+def test_every_definition_link_names_a_heading_of_the_metrics_page():
+    """The site's links into metrics.html (the score columns' and the experiment pages') land on a heading of
+    METRICS.md: a renamed heading fails here, not as a dead link."""
+    from factorbench.benchmark.leaderboard import _DEFINED_IN, _metrics_page
+
+    anchors = set(re.findall(r'<h2 id="([^"]+)"', _metrics_page()))
+    assert {"dci", "meta-evaluation-across-encoders"} <= anchors
+    assert set(_DEFINED_IN.values()) - anchors == set()
+
+
 def test_added_results_are_shown_beside_the_reference_rows_and_marked(tmp_path, capsys):
     from factorbench.benchmark.cli import main as cli
 
