@@ -217,8 +217,10 @@ def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
     command = (f"python -m factorbench.benchmark.experiments.metric_meta_evaluation {meta.protocol}"
                + (f" --with {meta.companion}" if meta.companion else "") + f" --plan {meta.plan}")
     if result is None:
-        lines.append(f"Protocol `{meta.protocol}`{with_companion}: fewer than 3 of the {planned} encoders "
-                     f"that `{meta.plan}` trains are collected, too few for a rank correlation.")
+        collected = sources.meta_encoders(meta.name)
+        lines.append(f"Protocol `{meta.protocol}`{with_companion}: {collected} of the {planned} encoders that "
+                     f"`{meta.plan}` trains {'is' if collected == 1 else 'are'} collected, too few for a rank "
+                     "correlation (it takes 3).")
     else:
         lines += [f"Protocol `{meta.protocol}`{scored}; {len(result.encoders)} encoders {whose}: "
                   + ", ".join(f"`{e}`" for e in result.encoders) + f". `{command}` prints it.", "",
@@ -242,8 +244,7 @@ def _meta_claims_grid(sources: "_Sources") -> str:
 
     metas = [meta for meta in META_COMPARISONS if not meta.companion]
     judged = {meta.name: {c.key: c for c in sources.meta_claims(meta.name)} for meta in metas}
-    counts = {meta.name: len(result.encoders) if (result := sources.meta(meta.name)) is not None else 0
-              for meta in metas}
+    counts = {meta.name: sources.meta_encoders(meta.name) for meta in metas}
 
     def cell(meta: MetaComparison, key: str) -> str:
         claim = judged[meta.name].get(key)
@@ -479,8 +480,13 @@ class _Sources:
             results, companion = self.meta_runs(name)
             entry = _meta_comparison(name)
             self._meta[name] = meta_evaluate_protocol(entry.protocol, results, companion, n_boot=META_N_BOOT) \
-                if sum(len(runs) for runs in results.values()) >= 3 else None
+                if self.meta_encoders(name) >= 3 else None
         return self._meta[name]
+
+    def meta_encoders(self, name: str) -> int:
+        """How many encoders of the meta-evaluation ``name`` are collected (its plan's runs under its
+        protocol), also below the 3 a rank correlation needs."""
+        return sum(len(runs) for runs in self.meta_runs(name)[0].values())
 
     def meta_claims(self, name: str) -> list[Any]:
         """Almudévar & Ortega's claims judged on the meta-evaluation ``name``
@@ -607,7 +613,10 @@ def render_value(expression: str, sources: _Sources) -> str:
     - ``metaclaim NAME KEY verdict``: the verdict of Almudévar & Ortega's claim KEY on the meta-evaluation
       ``NAME`` (:mod:`~factorbench.benchmark.experiments.meta_evaluation_claims`), ``metaclaim NAME KEY
       stability`` the percentage of its bootstrap resamples that keep it, ``metaclaim NAME KEY NUMBER mN`` a
-      number of its evidence (``MetaClaim.numbers``, ``~`` for a space)."""
+      number of its evidence (``MetaClaim.numbers``, ``~`` for a space);
+    - ``metaclaims NAME FIELD``: on the meta-evaluation ``NAME``, how many of Almudévar & Ortega's claims there
+      are (``total``), are ``judged`` (neither too few encoders nor unscored) and ``reproduced``, and how many
+      of its plan's encoders are collected (``encoders``, also under 3) and ``planned``."""
     parts = expression.split()
     try:
         if parts[0] == "ours" and len(parts) == 5:
@@ -658,6 +667,8 @@ def render_value(expression: str, sources: _Sources) -> str:
             return str(counts[field])
         elif parts[0] == "metaclaim" and len(parts) in (4, 5):
             return _meta_claim_value(parts[1], parts[2], parts[3:], sources)
+        elif parts[0] == "metaclaims" and len(parts) == 3:
+            return _meta_claims_count(parts[1], parts[2], sources)
         elif parts[0] == "claim" and len(parts) in (3, 4):
             return _claim_value(parts[1], parts[2:], sources)
         elif parts[0] == "claims" and len(parts) == 2:
@@ -690,7 +701,7 @@ def render_value(expression: str, sources: _Sources) -> str:
                            "'rho PROTOCOL TARGET METRIC SETTING FORMAT', 'precision PROTOCOL FIELD', "
                            "'claim KEY verdict', 'claim KEY stability', 'claim KEY NAME FORMAT', 'claims FIELD', "
                            "'metaclaim META KEY verdict', 'metaclaim META KEY stability', "
-                           "'metaclaim META KEY NAME FORMAT'")
+                           "'metaclaim META KEY NAME FORMAT', 'metaclaims META FIELD'")
 
 
 def _meta_claim_value(name: str, key: str, rest: Sequence[str], sources: "_Sources") -> str:
@@ -718,6 +729,21 @@ def _meta_claim_value(name: str, key: str, rest: Sequence[str], sources: "_Sourc
         raise FactorbenchError(f"the prose cites {number!r} of claim {key} on {name}, whose evidence gives "
                                + ", ".join(map(repr, claim.numbers)))
     return f"{claim.numbers[number]:.{_digits(rest[1], 'm')}f}"
+
+
+def _meta_claims_count(name: str, field: str, sources: "_Sources") -> str:
+    """``metaclaims META FIELD`` of :func:`render_value`: a count of Almudévar & Ortega's claims on the
+    meta-evaluation ``META``, or of its encoders."""
+    from factorbench.benchmark.experiments.meta_evaluation_claims import CLAIMS, NOT_SCORED, REPRODUCED, TOO_FEW
+
+    entry = _meta_comparison(name)
+    claims = sources.meta_claims(name)
+    counts = {"encoders": sources.meta_encoders(name), "planned": _planned_jobs(entry.plan, entry.protocol),
+              "total": len(CLAIMS), "judged": sum(c.verdict not in (TOO_FEW, NOT_SCORED) for c in claims),
+              "reproduced": sum(c.verdict == REPRODUCED for c in claims)}
+    if field not in counts:
+        raise ValueError(f"field {field!r} is not one of {', '.join(counts)}")
+    return str(counts[field])
 
 
 def _claim_value(key: str, rest: Sequence[str], sources: "_Sources") -> str:

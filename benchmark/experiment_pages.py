@@ -107,8 +107,10 @@ def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results,
                 "metric better when lower is negated first, so a positive rho always means agreement. A good "
                 "metric correlates strongly and keeps it as the factors become dependent (the encoders are the "
                 "same in every setting).</p>"]
-        if sum(len(r) for r in mine.values()) < 3:
-            return "".join(body) + "<p>Fewer than 3 encoders are collected: too few for a rank correlation.</p>"
+        collected = sum(len(r) for r in mine.values())
+        if collected < 3:
+            return "".join(body) + (f"<p>{collected} encoder{'' if collected == 1 else 's'} collected: too few for a "
+                                    "rank correlation (it takes 3).</p>")
         result = meta_evaluate_protocol(protocol, mine, theirs, n_boot=META_N_BOOT)
         every = len(result.encoders)
         body.append(f"<p>{every} encoders; each cell: rho and its {round(100 * result.level)} % bootstrap interval "

@@ -548,6 +548,21 @@ def test_experiment_pages_hold_the_experiments_numbers(experiments_site):
                         *(f"{r:.2f}" for r in irs.rho[1:])]
 
 
+def test_a_meta_evaluation_page_under_three_encoders_counts_them(tmp_path):
+    """A population still training (two of the plan's encoders collected) gets no correlations, and its
+    page says how many encoders there are."""
+    from factorbench.benchmark.experiment_pages import _meta_render
+    from factorbench.benchmark.experiments.metric_meta_evaluation import runs_of_plan
+    from factorbench.benchmark.results import reference_results
+
+    runs = runs_of_plan(reference_results("dsprites-dependent-v3"), "almudevar-ortega-v1")
+    two = dict(sorted(runs.items())[:2])
+    page = _meta_render("dsprites-dependent-v3", "", "almudevar-ortega-v1")({"dsprites-dependent-v3": two}, (),
+                                                                            tmp_path, False)
+    assert "<p>2 encoders collected: too few for a rank correlation (it takes 3).</p>" in page
+    assert "<table" not in page
+
+
 def test_a_site_without_the_experiments_protocols_has_no_experiment_pages(site):
     assert not (site / "experiments").exists()
     assert "Experiments" not in (site / "index.html").read_text()

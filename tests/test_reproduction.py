@@ -202,9 +202,16 @@ def test_prose_numbers_are_generated_once_from_full_precision_and_checked(tmp_pa
     assert render_value(f"metaclaim {name} minimality-strong lowest m3", sources) == f"{claim.numbers['lowest']:.3f}"
     for bad, message in [(f"metaclaim {name} nothing verdict", "not one of sufficiency-strongest"),
                          (f"metaclaim {name} minimality-strong nothing m2", "evidence gives 'independent'"),
-                         (f"metaclaim {name} minimality-strong lowest x2", "takes 'verdict'")]:
+                         (f"metaclaim {name} minimality-strong lowest x2", "takes 'verdict'"),
+                         (f"metaclaims {name} nothing", "not one of encoders")]:
         with pytest.raises(FactorbenchError, match=message):
             render_value(bad, sources)
+    # the counts of a population: its encoders and plan, the claims judged and reproduced
+    judged = check_meta_claims(sources.meta(name))
+    assert [render_value(f"metaclaims {name} {field}", sources) for field in
+            ("encoders", "planned", "total", "judged")] == ["48", "48", "9", "9"]
+    assert render_value(f"metaclaims {name} reproduced", sources) == str(sum(c.verdict == "reproduced"
+                                                                             for c in judged))
     # the document's own numbers: test_the_document_is_up_to_date renders them too (update_document)
     assert "<!--=ours square-lsbd-v1 vae d_lsbd.sum ms2-->" in (ROOT / "REPRODUCTION.md").read_text()
 
@@ -252,6 +259,14 @@ def test_two_meta_evaluations_of_one_protocol_are_told_apart_by_their_plans(monk
     assert sources.meta("dsprites-dependent-v3.do-tran-v1") == "dsprites-dependent-v3"
     assert seen["dsprites-dependent-v3"] == ["a", "b", "c"]  # the plan's runs
     assert sources.meta("dsprites-dependent-v3") is None  # two of almudevar-ortega-v1's: too few
+    assert sources.meta_encoders("dsprites-dependent-v3") == 2  # counted all the same, for the table and prose
+    from factorbench.baselines.reproduction import _meta_table, render_value
+
+    entry = next(m for m in both if m.plan == "almudevar-ortega-v1")
+    assert "`dsprites-dependent-v3`: 2 of the 24 encoders that `almudevar-ortega-v1` trains are collected, too few " \
+        "for a rank correlation (it takes 3)." in _meta_table(entry, sources)
+    assert [render_value(f"metaclaims dsprites-dependent-v3 {field}", sources)
+            for field in ("encoders", "judged", "reproduced")] == ["2", "0", "0"]
     with pytest.raises(FactorbenchError, match="no meta-evaluation nothing: one of .*dsprites-dependent-v3.do-tran-v1"):
         sources.meta("nothing")
 
