@@ -139,6 +139,12 @@ def test_the_shipped_square_population_and_the_command(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "| metric | independent | single | confounded |" in out and (tmp_path / "fig.png").stat().st_size > 0
     assert main(["no-such-v1"]) == 2
+    # a plan with no encoder under this protocol: a user error that says what to do, before any bootstrap
+    capsys.readouterr()
+    assert main(["square-dependent-v1", "--plan", "almudevar-ortega-v1"]) == 2
+    assert ("square-dependent-v1: a rank correlation across encoders needs at least 3 encoders, got 0 (the results of "
+            "plan almudevar-ortega-v1 collected so far); add your encoders' results with --add JSON"
+            ) in capsys.readouterr().err
     # the teapot's settings include "double-0.1", a name with a dot, kept whole and in the protocol's order
     from factorbench.benchmark.experiments.metric_meta_evaluation import protocol_order
     from factorbench.benchmark.protocols import get_protocol

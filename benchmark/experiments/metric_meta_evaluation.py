@@ -46,7 +46,7 @@ import numpy as np
 from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
 from factorbench.generators.outputs import check_output_file, save_figure
 
-__all__ = ["MetaEvaluation", "TARGETS", "WHOLE_CODE_TARGET", "few_encoders_caveat", "format_meta_evaluation", "meta_evaluate", "meta_evaluate_protocol",
+__all__ = ["MetaEvaluation", "TARGETS", "TooFewEncodersError", "WHOLE_CODE_TARGET", "few_encoders_caveat", "format_meta_evaluation", "meta_evaluate", "meta_evaluate_protocol",
            "plot_meta_evaluation", "runs_of_plan",
            "joined_off_scale_encoders", "off_scale_note", "population_of", "protocol_order", "same_weights", "spearman", "with_companion", "with_superseded"]
 
@@ -79,6 +79,10 @@ def _spearman_rows(x: np.ndarray, y: np.ndarray, valid: np.ndarray | None = None
     with np.errstate(invalid="ignore", divide="ignore"):
         rho = (rx * ry).sum(axis=1) / denominator
     return np.where(denominator > 0, np.clip(rho, -1.0, 1.0), np.nan)
+
+
+class TooFewEncodersError(FactorbenchError):
+    """A meta-evaluation of fewer than 3 encoders: a rank correlation needs 3."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,8 @@ def meta_evaluate(population: Mapping[str, Mapping[str, float]], targets: Sequen
     the targets excluded. Encoders missing a value (or with a non-finite one) of a setting are left out of
     that setting's correlations. Needs at least 3 encoders."""
     if len(population) < 3:
-        raise FactorbenchError(f"a rank correlation across encoders needs at least 3 encoders, got {len(population)}")
+        raise TooFewEncodersError(f"a rank correlation across encoders needs at least 3 encoders, got "
+                                  f"{len(population)}")
     if not 0 < level < 1:
         raise FactorbenchError(f"level must be in (0, 1), got {level}")
     if n_boot < 1:
@@ -386,8 +391,8 @@ def plot_meta_evaluation(result: MetaEvaluation, path: str | Path) -> Path:
 
     fig, axes = plt.subplots(1, len(result.targets), figsize=(1.6 + 1.1 * len(result.settings) * len(result.targets),
                                                               0.8 + 0.4 * len(result.metrics)), squeeze=False)
-    cmap = plt.colormaps["RdBu_r"].copy()
-    cmap.set_bad("#d9d9d9")  # grey where a metric is not scored in a setting: not to be read as rho = 0
+    # grey where a metric is not scored in a setting: not to be read as rho = 0
+    cmap = plt.colormaps["RdBu_r"].with_extremes(bad="#d9d9d9")
     for t, ax in enumerate(axes[0]):
         image = ax.imshow(np.ma.masked_invalid(result.rho[:, :, t].T), vmin=-1, vmax=1, cmap=cmap, aspect="auto")
         ax.set_xticks(range(len(result.settings)), result.settings, rotation=45, ha="right")
@@ -461,8 +466,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.companion:  # the companion's scores of the weights the results scored, where they were trained again
         companion = with_superseded(companion, superseded_results(args.companion), results)
     trained_only = not args.with_reference_encoders
-    result = meta_evaluate_protocol(args.protocol, results, companion, trained_only=trained_only,
-                                    n_boot=args.n_boot, seed=args.seed)
+    try:
+        result = meta_evaluate_protocol(args.protocol, results, companion, trained_only=trained_only,
+                                        n_boot=args.n_boot, seed=args.seed)
+    except TooFewEncodersError as exc:
+        whose = f" of plan {args.plan}" if args.plan else ""
+        raise TooFewEncodersError(f"{args.protocol}: {exc} (the results{whose} collected so far); add your encoders' "
+                                  "results with --add JSON, or train more of a plan's (factorbench sweep PLAN, then "
+                                  "--collect)") from None
     print(f"{args.protocol}: {len(result.encoders)} encoders ({len(results)} models)\n")
     print(format_meta_evaluation(result))
     warned = joined_off_scale_encoders(result.encoders, results, companion, trained_only)
