@@ -240,17 +240,14 @@ def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
 def _meta_claims_grid(sources: "_Sources") -> str:
     """Almudévar & Ortega's claims (rows) judged on each population scored in every setting (columns: the
     :data:`META_COMPARISONS` without a companion), side by side."""
-    from factorbench.benchmark.experiments.meta_evaluation_claims import CLAIMS, TOO_FEW
+    from factorbench.benchmark.experiments.meta_evaluation_claims import CLAIMS, grid_cell
 
     metas = [meta for meta in META_COMPARISONS if not meta.companion]
     judged = {meta.name: {c.key: c for c in sources.meta_claims(meta.name)} for meta in metas}
     counts = {meta.name: sources.meta_encoders(meta.name) for meta in metas}
 
     def cell(meta: MetaComparison, key: str) -> str:
-        claim = judged[meta.name].get(key)
-        if claim is None or claim.verdict == TOO_FEW:
-            return f"too few encoders ({counts[meta.name]})"
-        return claim.verdict + (f" ({claim.stability:.0%})" if claim.stability is not None else "")
+        return grid_cell(judged[meta.name].get(key), counts[meta.name])
 
     lines = ["### Almudévar & Ortega's claims, population by population", "",
              "Each claim of their sections 6.1 and 6.2 judged on each population scored with every metric in every "

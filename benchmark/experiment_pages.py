@@ -4,7 +4,10 @@ adds them), by the same pure functions as REPRODUCTION.md and the experiment com
 
 - ``experiments/meta-<protocol>.html``: Almudévar & Ortega's meta-evaluation (their Figures 4 and 5) of
   each dataset, one heat-map table per target (Spearman's rho with its bootstrap interval per metric and
-  dependence setting), :mod:`factorbench.benchmark.experiments.metric_meta_evaluation`;
+  dependence setting), :mod:`factorbench.benchmark.experiments.metric_meta_evaluation`, and the paper's
+  claims judged on it, :mod:`factorbench.benchmark.experiments.meta_evaluation_claims`;
+- ``experiments/meta-claims.html``: those claims judged on every population scored in every setting, side
+  by side (REPRODUCTION.md's grid);
 - ``experiments/do-tran.html``: Do & Tran's dSprites comparison (their Figures 5-8), the table of settings,
   the claims with their verdicts and stability, and the figures,
   :mod:`factorbench.benchmark.experiments.do_tran_comparison`;
@@ -87,18 +90,40 @@ def _yours_note(yours: Collection[str], shown: Collection[str]) -> str:
 
 # --- Almudévar & Ortega: the meta-evaluation ------------------------------------------------------------
 
+#: the populations computed during one :func:`experiment_pages` call, by (protocol, companion, plan, yours):
+#: a population's page and the claims grid read the same meta-evaluation (None outside a call: no reuse)
+_populations: dict[tuple[str, str, str, frozenset[str]], tuple[Any, Any, Any]] | None = None
+
+
+def _population(results: Results, yours: Collection[str], protocol: str, companion: str,
+                plan: str) -> tuple[dict[str, list[Any]], dict[str, list[Any]], Any]:
+    """(the runs of ``plan`` and yours under ``protocol``, their ``companion`` runs of the same weights, their
+    meta-evaluation, None under 3 encoders), computed once per :func:`experiment_pages` call."""
+    from factorbench.benchmark.experiments.metric_meta_evaluation import (meta_evaluate_protocol, runs_of_plan,
+                                                                           with_superseded)
+    from factorbench.benchmark.results import superseded_results
+
+    key = (protocol, companion, plan, frozenset(yours))
+    if _populations is not None and key in _populations:
+        return _populations[key]
+    mine = runs_of_plan(results[protocol], plan, keep=yours)
+    theirs = with_superseded(runs_of_plan(results[companion], plan, keep=yours), superseded_results(companion),
+                             mine) if companion else {}
+    result = (meta_evaluate_protocol(protocol, mine, theirs, n_boot=META_N_BOOT)
+              if sum(len(r) for r in mine.values()) >= 3 else None)
+    if _populations is not None:
+        _populations[key] = (mine, theirs, result)
+    return mine, theirs, result
+
+
 def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results, Collection[str], Path, bool], str]:
     def render(results: Results, yours: Collection[str], folder: Path, plots: bool) -> str:
         from factorbench.benchmark.experiments.metric_meta_evaluation import (FEW_ENCODERS, few_encoders_caveat,
                                                                                joined_off_scale_encoders,
-                                                                               meta_evaluate_protocol, off_scale_note,
-                                                                               runs_of_plan, with_superseded)
+                                                                               off_scale_note)
         from factorbench.benchmark.leaderboard import _DEFINED_IN
-        from factorbench.benchmark.results import superseded_results
 
-        mine = runs_of_plan(results[protocol], plan, keep=yours)
-        theirs = with_superseded(runs_of_plan(results[companion], plan, keep=yours), superseded_results(companion),
-                                 mine) if companion else {}
+        mine, theirs, result = _population(results, yours, protocol, companion, plan)
         scored = (f", with <a href=\"../{_e(companion)}/index.html\">{_e(companion)}</a>'s metrics in the independent "
                   "setting (the one it scores; n/a elsewhere)" if companion else ", every metric scored in every setting")
         body = [f"<p>Encoders of plan <code>{_e(plan)}</code> under <a href=\"../{_e(protocol)}/index.html\">"
@@ -107,11 +132,10 @@ def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results,
                 "metric better when lower is negated first, so a positive rho always means agreement. A good "
                 "metric correlates strongly and keeps it as the factors become dependent (the encoders are the "
                 "same in every setting).</p>"]
-        collected = sum(len(r) for r in mine.values())
-        if collected < 3:
+        if result is None:
+            collected = sum(len(r) for r in mine.values())
             return "".join(body) + (f"<p>{collected} encoder{'' if collected == 1 else 's'} collected: too few for a "
                                     "rank correlation (it takes 3).</p>")
-        result = meta_evaluate_protocol(protocol, mine, theirs, n_boot=META_N_BOOT)
         every = len(result.encoders)
         body.append(f"<p>{every} encoders; each cell: rho and its {round(100 * result.level)} % bootstrap interval "
                     f"({result.n_boot} resamples of the encoders), and its n where fewer than all have both values."
@@ -171,6 +195,36 @@ def _meta_claims_html(result: Any) -> str:
             f"correlations above: {_e(mc.THRESHOLDS)}; beside each verdict, the share of the bootstrap resamples "
             "of the encoders that give it "
             f'(<a href="../metrics.html#{_DEFINED_IN["meta_evaluation"]}">metrics.html</a>).</p><ul>{items}</ul>')
+
+
+def _claims_grid_render(results: Results, yours: Collection[str], folder: Path, plots: bool) -> str:
+    """Almudévar & Ortega's claims (rows) judged on every population scored with every metric in every setting
+    (columns: REPRODUCTION.md's meta-evaluations without a companion, each linked to its page), as
+    REPRODUCTION.md's grid."""
+    from factorbench.baselines.reproduction import META_COMPARISONS
+    from factorbench.benchmark.experiments import meta_evaluation_claims as mc
+    from factorbench.benchmark.experiments.metric_meta_evaluation import FEW_ENCODERS
+    from factorbench.benchmark.leaderboard import _DEFINED_IN
+
+    columns, shown = [], set()
+    for meta in (m for m in META_COMPARISONS if not m.companion):
+        runs, _, result = _population(results, yours, meta.protocol, "", meta.plan)
+        shown |= set(runs)
+        claims = mc.check_meta_claims(result) if result is not None else []
+        columns.append((meta, sum(len(r) for r in runs.values()), {c.key: c for c in claims}))
+    header = "".join(f'<th><a href="meta-{_e(meta.name)}.html">{_e(meta.protocol)}</a><br>{_e(meta.plan)} '
+                     f"({count})</th>" for meta, count, _ in columns)
+    rows = "".join(f'<tr id="{_e(claim.key)}"><td>{_e(claim.figure)}</td><td class="name">{_e(claim.statement)}</td>'
+                   + "".join(f"<td>{_e(mc.grid_cell(judged.get(claim.key), count))}</td>"
+                             for _, count, judged in columns) + "</tr>" for claim in mc.CLAIMS)
+    return (f"<p>Each claim of their sections 6.1 and 6.2 judged on each population of encoders scored with every "
+            f"metric in every setting (the column's page gives its correlations and evidence): {_e(mc.THRESHOLDS)}; "
+            "beside each verdict, the share of the bootstrap resamples of the population's encoders that give it; "
+            f"under {FEW_ENCODERS} encoders a population is not judged "
+            f'(<a href="../metrics.html#{_DEFINED_IN["meta_evaluation"]}">metrics.html</a>).</p>'
+            f'<div class="table-wrap"><table id="claims"><thead><tr><th>figure</th><th class="name">claim</th>{header}'
+            f"</tr></thead>\n<tbody>\n{rows}\n</tbody></table></div>" + _yours_note(yours, shown)
+            + _command("python -m factorbench.baselines.reproduction (the grid of REPRODUCTION.md)"))
 
 
 # --- Do & Tran: dSprites comparison ---------------------------------------------------------------------
@@ -281,6 +335,10 @@ def _pages() -> list[ExperimentPage]:
     pages = [ExperimentPage(f"meta-{m.name}.html", m.title.replace("`", ""), m.protocols, (m.plan,),
                             almudevar, _meta_render(m.protocol, m.companion, m.plan))
              for m in META_COMPARISONS]
+    judged = [m for m in META_COMPARISONS if not m.companion]
+    pages.append(ExperimentPage("meta-claims.html", "Almudévar & Ortega's claims, population by population",
+                                tuple(dict.fromkeys(m.protocol for m in judged)),
+                                tuple(dict.fromkeys(m.plan for m in judged)), almudevar, _claims_grid_render))
     pages.append(ExperimentPage("do-tran.html", "dSprites (Do & Tran Figures 5-8)", (dt.PROTOCOL,), (dt.PLAN,),
                                 "Do & Tran, Theory and evaluation metrics for learning disentangled representations, "
                                 "ICLR 2020", _do_tran_render))
@@ -295,8 +353,13 @@ def experiment_pages(results: Results, yours: Collection[str] = (), folder: Path
                      plots: bool = False) -> list[tuple[ExperimentPage, str]]:
     """(page, HTML body) of every experiment whose protocols are all in ``results``, in order; figures are
     written into ``folder`` when ``plots``."""
+    global _populations
     out = []
-    for page in _pages():
-        if all(p in results for p in page.protocols):
-            out.append((page, page.render(results, yours, folder if folder is not None else Path("."), plots)))
+    _populations = {}
+    try:
+        for page in _pages():
+            if all(p in results for p in page.protocols):
+                out.append((page, page.render(results, yours, folder if folder is not None else Path("."), plots)))
+    finally:
+        _populations = None
     return out

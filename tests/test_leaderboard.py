@@ -548,6 +548,51 @@ def test_experiment_pages_hold_the_experiments_numbers(experiments_site):
                         *(f"{r:.2f}" for r in irs.rho[1:])]
 
 
+def test_the_claims_page_gives_reproductions_grid(tmp_path):
+    """The page of Almudévar & Ortega's claims on every population scored in every setting holds, cell by
+    cell, the verdicts and stabilities of REPRODUCTION.md's grid (the same results, the same bootstrap), each
+    column linked to its population's page."""
+    from factorbench.baselines.reproduction import _meta_claims_grid, _Sources
+    from factorbench.benchmark.experiment_pages import _pages
+    from factorbench.benchmark.results import reference_results
+
+    page = next(p for p in _pages() if p.file == "meta-claims.html")
+    assert page.protocols == ("dsprites-dependent-v3", "shapes3d-dependent-v3", "mpi3d-toy-dependent-v3")
+    results = {protocol: reference_results(protocol) for protocol in page.protocols}
+    html_page = tmp_path / "claims.html"
+    html_page.write_text(page.render(results, (), tmp_path, False))
+    rows = _table(html_page, "claims")
+    grid = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in _meta_claims_grid(_Sources(None)).splitlines() if line.startswith(("| 4 |", "| 5 |"))]
+    assert len(rows) == 1 + len(grid) == 10
+    assert [row[1:] for row in rows[1:]] == [row[1:] for row in grid]  # the claim, then each population's cell
+    assert rows[0][2].startswith("dsprites-dependent-v3")
+    text = html_page.read_text()
+    for name in ("dsprites-dependent-v3", "shapes3d-dependent-v3", "dsprites-dependent-v3.do-tran-v1"):
+        assert f'<a href="meta-{name}.html">' in text
+
+
+def test_a_site_build_computes_each_population_once(monkeypatch):
+    """A population's page and the claims grid read one meta-evaluation per build (the bootstrap is the
+    costly part); outside a build nothing is kept, so pages rendered from other results are computed again."""
+    import factorbench.benchmark.experiments.metric_meta_evaluation as mme
+    from factorbench.benchmark.experiment_pages import experiment_pages
+    from factorbench.benchmark.results import reference_results
+
+    calls = []
+    real = mme.meta_evaluate_protocol
+    monkeypatch.setattr(mme, "meta_evaluate_protocol",
+                        lambda protocol, runs, *a, **kw: calls.append((protocol, sorted(runs))) or real(protocol, runs,
+                                                                                                      *a, **kw))
+    results = {p: reference_results(p) for p in ("dsprites-dependent-v3", "shapes3d-dependent-v3",
+                                                  "mpi3d-toy-dependent-v3")}
+    files = [page.file for page, _ in experiment_pages(results)]
+    assert "meta-claims.html" in files and "meta-dsprites-dependent-v3.do-tran-v1.html" in files
+    assert len(calls) == len(set(map(str, calls))) and len(calls) >= 2  # the two dSprites populations, once each
+    experiment_pages(results)
+    assert len(calls) == 2 * len(set(map(str, calls)))
+
+
 def test_a_meta_evaluation_page_under_three_encoders_counts_them(tmp_path):
     """A population still training (two of the plan's encoders collected) gets no correlations, and its
     page says how many encoders there are."""

@@ -28,7 +28,7 @@ import numpy as np
 from factorbench.benchmark.experiments.metric_meta_evaluation import FEW_ENCODERS, MetaEvaluation
 
 __all__ = ["CLAIMS", "MetaClaim", "MODERATE", "NOT_REPRODUCED", "NOT_SCORED", "REPRODUCED", "SHARP_FALL",
-           "STABLE_MOVE", "STRONG", "THRESHOLDS", "TOO_FEW", "check_meta_claims", "format_meta_claims",
+           "STABLE_MOVE", "STRONG", "THRESHOLDS", "TOO_FEW", "check_meta_claims", "format_meta_claims", "grid_cell",
            "too_few_note", "verdict_text"]
 
 #: a correlation this high or higher is strong (Dancey & Reidy 2007)
@@ -252,6 +252,15 @@ def check_meta_claims(result: MetaEvaluation, few: int = FEW_ENCODERS) -> list[M
                              REPRODUCED if holds else NOT_REPRODUCED, float(np.mean(same)) if same else None,
                              len(same), numbers))
     return out
+
+
+def grid_cell(claim: MetaClaim | None, encoders: int) -> str:
+    """A claim's verdict as a cell of a grid over populations: "reproduced (62%)" with its stability, "too few
+    encoders (7)" for a population of ``encoders`` too small to judge (``claim`` None: under 3, no
+    meta-evaluation at all)."""
+    if claim is None or claim.verdict == TOO_FEW:
+        return f"{TOO_FEW} ({encoders})"
+    return claim.verdict + (f" ({claim.stability:.0%})" if claim.stability is not None else "")
 
 
 def verdict_text(claim: MetaClaim) -> str:
