@@ -613,7 +613,8 @@ def render_value(expression: str, sources: _Sources) -> str:
       number of its evidence (``MetaClaim.numbers``, ``~`` for a space);
     - ``metaclaims NAME FIELD``: on the meta-evaluation ``NAME``, how many of Almudévar & Ortega's claims there
       are (``total``), are ``judged`` (neither too few encoders nor unscored) and ``reproduced``, and how many
-      of its plan's encoders are collected (``encoders``, also under 3) and ``planned``."""
+      of its plan's encoders are collected (``encoders``, also under 3) and ``planned``; ``which``: the keys of
+      the claims reproduced ("`a`, `b` and `c`", or "none")."""
     parts = expression.split()
     try:
         if parts[0] == "ours" and len(parts) == 5:
@@ -738,8 +739,11 @@ def _meta_claims_count(name: str, field: str, sources: "_Sources") -> str:
     counts = {"encoders": sources.meta_encoders(name), "planned": _planned_jobs(entry.plan, entry.protocol),
               "total": len(CLAIMS), "judged": sum(c.verdict not in (TOO_FEW, NOT_SCORED) for c in claims),
               "reproduced": sum(c.verdict == REPRODUCED for c in claims)}
+    if field == "which":  # the claims reproduced, by key
+        keys = [f"`{c.key}`" for c in claims if c.verdict == REPRODUCED]
+        return "none" if not keys else keys[0] if len(keys) == 1 else ", ".join(keys[:-1]) + " and " + keys[-1]
     if field not in counts:
-        raise ValueError(f"field {field!r} is not one of {', '.join(counts)}")
+        raise ValueError(f"field {field!r} is not one of {', '.join(counts)}, which")
     return str(counts[field])
 
 

@@ -212,6 +212,9 @@ def test_prose_numbers_are_generated_once_from_full_precision_and_checked(tmp_pa
             ("encoders", "planned", "total", "judged")] == ["48", "48", "9", "9"]
     assert render_value(f"metaclaims {name} reproduced", sources) == str(sum(c.verdict == "reproduced"
                                                                              for c in judged))
+    which = render_value(f"metaclaims {name} which", sources)
+    assert which.count("`") == 2 * sum(c.verdict == "reproduced" for c in judged)
+    assert all((f"`{c.key}`" in which) == (c.verdict == "reproduced") for c in judged)
     # the document's own numbers: test_the_document_is_up_to_date renders them too (update_document)
     assert "<!--=ours square-lsbd-v1 vae d_lsbd.sum ms2-->" in (ROOT / "REPRODUCTION.md").read_text()
 
@@ -266,7 +269,7 @@ def test_two_meta_evaluations_of_one_protocol_are_told_apart_by_their_plans(monk
     assert "`dsprites-dependent-v3`: 2 of the 24 encoders that `almudevar-ortega-v1` trains are collected, too few " \
         "for a rank correlation (it takes 3)." in _meta_table(entry, sources)
     assert [render_value(f"metaclaims dsprites-dependent-v3 {field}", sources)
-            for field in ("encoders", "judged", "reproduced")] == ["2", "0", "0"]
+            for field in ("encoders", "judged", "reproduced", "which")] == ["2", "0", "0", "none"]
     with pytest.raises(FactorbenchError, match="no meta-evaluation nothing: one of .*dsprites-dependent-v3.do-tran-v1"):
         sources.meta("nothing")
 
