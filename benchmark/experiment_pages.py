@@ -326,7 +326,8 @@ def _irs_render(results: Results, yours: Collection[str], folder: Path, plots: b
 
 def _pages() -> list[ExperimentPage]:
     """Every experiment page: each meta-evaluation of REPRODUCTION.md's (the current scoring first, then the
-    earlier ones, kept as their record), Do & Tran's comparison and the IRS table."""
+    grid of the claims on them, then the earlier ones, kept as their record), Do & Tran's comparison and the
+    IRS table."""
     from factorbench.baselines.reproduction import META_COMPARISONS
     from factorbench.benchmark.experiments import do_tran_comparison as dt
     from factorbench.benchmark.experiments import irs_comparison as irs
@@ -336,7 +337,9 @@ def _pages() -> list[ExperimentPage]:
                             almudevar, _meta_render(m.protocol, m.companion, m.plan))
              for m in META_COMPARISONS]
     judged = [m for m in META_COMPARISONS if not m.companion]
-    pages.append(ExperimentPage("meta-claims.html", "Almudévar & Ortega's claims, population by population",
+    # after the populations it judges (the current scoring), before the earlier ones
+    pages.insert(max(META_COMPARISONS.index(m) for m in judged) + 1,
+                 ExperimentPage("meta-claims.html", "Almudévar & Ortega's claims, population by population",
                                 tuple(dict.fromkeys(m.protocol for m in judged)),
                                 tuple(dict.fromkeys(m.plan for m in judged)), almudevar, _claims_grid_render))
     pages.append(ExperimentPage("do-tran.html", "dSprites (Do & Tran Figures 5-8)", (dt.PROTOCOL,), (dt.PLAN,),
