@@ -548,19 +548,26 @@ def test_experiment_pages_hold_the_experiments_numbers(experiments_site):
                         *(f"{r:.2f}" for r in irs.rho[1:])]
 
 
-def test_the_claims_page_gives_reproductions_grid(tmp_path):
+@pytest.fixture(scope="module")
+def v3_results():
+    """The shipped results of the three protocols Almudévar & Ortega's claims page reads."""
+    from factorbench.benchmark.results import reference_results
+
+    return {p: reference_results(p) for p in ("dsprites-dependent-v3", "shapes3d-dependent-v3",
+                                              "mpi3d-toy-dependent-v3")}
+
+
+def test_the_claims_page_gives_reproductions_grid(tmp_path, v3_results):
     """The page of Almudévar & Ortega's claims on every population scored in every setting holds, cell by
     cell, the verdicts and stabilities of REPRODUCTION.md's grid (the same results, the same bootstrap), each
     column linked to its population's page."""
     from factorbench.baselines.reproduction import _meta_claims_grid, _Sources
     from factorbench.benchmark.experiment_pages import _pages
-    from factorbench.benchmark.results import reference_results
 
     page = next(p for p in _pages() if p.file == "meta-claims.html")
-    assert page.protocols == ("dsprites-dependent-v3", "shapes3d-dependent-v3", "mpi3d-toy-dependent-v3")
-    results = {protocol: reference_results(protocol) for protocol in page.protocols}
+    assert page.protocols == tuple(v3_results)
     html_page = tmp_path / "claims.html"
-    html_page.write_text(page.render(results, (), tmp_path, False))
+    html_page.write_text(page.render(v3_results, (), tmp_path, False))
     rows = _table(html_page, "claims")
     grid = [[cell.strip() for cell in line.strip("|").split("|")]
             for line in _meta_claims_grid(_Sources(None)).splitlines() if line.startswith(("| 4 |", "| 5 |"))]
@@ -572,20 +579,18 @@ def test_the_claims_page_gives_reproductions_grid(tmp_path):
         assert f'<a href="meta-{name}.html">' in text
 
 
-def test_a_site_build_computes_each_population_once(monkeypatch):
+def test_a_site_build_computes_each_population_once(monkeypatch, v3_results):
     """A population's page and the claims grid read one meta-evaluation per build (the bootstrap is the
     costly part); outside a build nothing is kept, so pages rendered from other results are computed again."""
     import factorbench.benchmark.experiments.metric_meta_evaluation as mme
     from factorbench.benchmark.experiment_pages import experiment_pages
-    from factorbench.benchmark.results import reference_results
 
     calls = []
     real = mme.meta_evaluate_protocol
     monkeypatch.setattr(mme, "meta_evaluate_protocol",
                         lambda protocol, runs, *a, **kw: calls.append((protocol, sorted(runs))) or real(protocol, runs,
                                                                                                       *a, **kw))
-    results = {p: reference_results(p) for p in ("dsprites-dependent-v3", "shapes3d-dependent-v3",
-                                                  "mpi3d-toy-dependent-v3")}
+    results = v3_results
     files = [page.file for page, _ in experiment_pages(results)]
     assert "meta-claims.html" in files and "meta-dsprites-dependent-v3.do-tran-v1.html" in files
     assert len(calls) == len(set(map(str, calls))) and len(calls) >= 2  # the two dSprites populations, once each
