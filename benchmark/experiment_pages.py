@@ -99,8 +99,8 @@ def _population(results: Results, yours: Collection[str], protocol: str, compani
                 plan: str) -> tuple[dict[str, list[Any]], dict[str, list[Any]], Any]:
     """(the runs of ``plan`` and yours under ``protocol``, their ``companion`` runs of the same weights, their
     meta-evaluation, None under 3 encoders), computed once per :func:`experiment_pages` call."""
-    from factorbench.benchmark.experiments.metric_meta_evaluation import (meta_evaluate_protocol, runs_of_plan,
-                                                                           with_superseded)
+    from factorbench.benchmark.experiments.metric_meta_evaluation import (TooFewEncodersError, meta_evaluate_protocol,
+                                                                           runs_of_plan, with_superseded)
     from factorbench.benchmark.results import superseded_results
 
     key = (protocol, companion, plan, frozenset(yours))
@@ -109,8 +109,10 @@ def _population(results: Results, yours: Collection[str], protocol: str, compani
     mine = runs_of_plan(results[protocol], plan, keep=yours)
     theirs = with_superseded(runs_of_plan(results[companion], plan, keep=yours), superseded_results(companion),
                              mine) if companion else {}
-    result = (meta_evaluate_protocol(protocol, mine, theirs, n_boot=META_N_BOOT)
-              if sum(len(r) for r in mine.values()) >= 3 else None)
+    try:
+        result = meta_evaluate_protocol(protocol, mine, theirs, n_boot=META_N_BOOT)
+    except TooFewEncodersError:  # a population still training (or only reference encoders): no correlation yet
+        result = None
     if _populations is not None:
         _populations[key] = (mine, theirs, result)
     return mine, theirs, result
