@@ -46,9 +46,10 @@ import numpy as np
 from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
 from factorbench.generators.outputs import check_output_file, save_figure
 
-__all__ = ["MetaEvaluation", "TARGETS", "TooFewEncodersError", "WHOLE_CODE_TARGET", "few_encoders_caveat", "format_meta_evaluation", "meta_evaluate", "meta_evaluate_protocol",
-           "plot_meta_evaluation", "runs_of_plan",
-           "joined_off_scale_encoders", "off_scale_note", "population_of", "protocol_order", "same_weights", "spearman", "with_companion", "with_superseded"]
+__all__ = ["MetaEvaluation", "TARGETS", "TooFewEncodersError", "WHOLE_CODE_TARGET", "few_encoders_caveat",
+           "format_meta_evaluation", "meta_evaluate", "meta_evaluate_protocol", "plot_meta_evaluation",
+           "runs_of_plan", "joined_off_scale_encoders", "off_scale_note", "population_of", "protocol_order",
+           "same_weights", "spearman", "with_companion", "with_superseded"]
 
 #: the targets of Almudévar & Ortega's Figures 4 (downstream accuracy) and 5 (IRS), as scalar names
 #: within a setting (``<label>.<scalar>``)
