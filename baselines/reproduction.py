@@ -202,7 +202,7 @@ def _meta_comparison(name: str) -> MetaComparison:
 
 def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
     from factorbench.benchmark.experiments.meta_evaluation_claims import format_meta_claims
-    from factorbench.benchmark.experiments.metric_meta_evaluation import (format_meta_evaluation,
+    from factorbench.benchmark.experiments.metric_meta_evaluation import (MIN_ENCODERS, format_meta_evaluation,
                                                                            joined_off_scale_encoders,
                                                                            off_scale_note)
 
@@ -220,7 +220,7 @@ def _meta_table(meta: MetaComparison, sources: "_Sources") -> str:
         collected = sources.meta_encoders(meta.name)
         lines.append(f"Protocol `{meta.protocol}`{with_companion}: {collected} of the {planned} encoders that "
                      f"`{meta.plan}` trains {'is' if collected == 1 else 'are'} collected, too few for a rank "
-                     "correlation (it takes 3).")
+                     f"correlation (it takes {MIN_ENCODERS}).")
     else:
         lines += [f"Protocol `{meta.protocol}`{scored}; {len(result.encoders)} encoders {whose}: "
                   + ", ".join(f"`{e}`" for e in result.encoders) + f". `{command}` prints it.", "",
@@ -470,19 +470,19 @@ class _Sources:
 
     def meta(self, name: str) -> Any:
         """The meta-evaluation of the :data:`META_COMPARISONS` entry named ``name`` (its key, else its
-        protocol; None with fewer than 3 encoders collected), computed once."""
-        from factorbench.benchmark.experiments.metric_meta_evaluation import meta_evaluate_protocol
+        protocol; None with fewer than :data:`MIN_ENCODERS` encoders collected), computed once."""
+        from factorbench.benchmark.experiments.metric_meta_evaluation import MIN_ENCODERS, meta_evaluate_protocol
 
         if name not in self._meta:
             results, companion = self.meta_runs(name)
             entry = _meta_comparison(name)
             self._meta[name] = meta_evaluate_protocol(entry.protocol, results, companion, n_boot=META_N_BOOT) \
-                if self.meta_encoders(name) >= 3 else None
+                if self.meta_encoders(name) >= MIN_ENCODERS else None
         return self._meta[name]
 
     def meta_encoders(self, name: str) -> int:
         """How many encoders of the meta-evaluation ``name`` are collected (its plan's runs under its
-        protocol), also below the 3 a rank correlation needs."""
+        protocol), also below the :data:`MIN_ENCODERS` a rank correlation needs."""
         return sum(len(runs) for runs in self.meta_runs(name)[0].values())
 
     def meta_claims(self, name: str) -> list[Any]:

@@ -91,14 +91,17 @@ def _yours_note(yours: Collection[str], shown: Collection[str]) -> str:
 # --- Almudévar & Ortega: the meta-evaluation ------------------------------------------------------------
 
 #: the populations computed during one :func:`experiment_pages` call, by (protocol, companion, plan, yours):
-#: a population's page and the claims grid read the same meta-evaluation (None outside a call: no reuse)
-_populations: dict[tuple[str, str, str, frozenset[str]], tuple[Any, Any, Any]] | None = None
+#: a population's page and the claims grid read the same meta-evaluation and claims (None outside a call: no
+#: reuse)
+_populations: dict[tuple[str, str, str, frozenset[str]], tuple[Any, Any, Any, list[Any]]] | None = None
 
 
 def _population(results: Results, yours: Collection[str], protocol: str, companion: str,
-                plan: str) -> tuple[dict[str, list[Any]], dict[str, list[Any]], Any]:
+                plan: str) -> tuple[dict[str, list[Any]], dict[str, list[Any]], Any, list[Any]]:
     """(the runs of ``plan`` and yours under ``protocol``, their ``companion`` runs of the same weights, their
-    meta-evaluation, None under 3 encoders), computed once per :func:`experiment_pages` call."""
+    meta-evaluation, None under :data:`MIN_ENCODERS` encoders, and Almudévar & Ortega's claims judged on it,
+    none without it), computed once per :func:`experiment_pages` call."""
+    from factorbench.benchmark.experiments.meta_evaluation_claims import check_meta_claims
     from factorbench.benchmark.experiments.metric_meta_evaluation import (TooFewEncodersError, meta_evaluate_protocol,
                                                                            runs_of_plan, with_superseded)
     from factorbench.benchmark.results import superseded_results
@@ -113,19 +116,21 @@ def _population(results: Results, yours: Collection[str], protocol: str, compani
         result = meta_evaluate_protocol(protocol, mine, theirs, n_boot=META_N_BOOT)
     except TooFewEncodersError:  # a population still training (or only reference encoders): no correlation yet
         result = None
+    claims = check_meta_claims(result) if result is not None else []
     if _populations is not None:
-        _populations[key] = (mine, theirs, result)
-    return mine, theirs, result
+        _populations[key] = (mine, theirs, result, claims)
+    return mine, theirs, result, claims
 
 
 def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results, Collection[str], Path, bool], str]:
     def render(results: Results, yours: Collection[str], folder: Path, plots: bool) -> str:
-        from factorbench.benchmark.experiments.metric_meta_evaluation import (FEW_ENCODERS, few_encoders_caveat,
+        from factorbench.benchmark.experiments.metric_meta_evaluation import (FEW_ENCODERS, MIN_ENCODERS,
+                                                                               few_encoders_caveat,
                                                                                joined_off_scale_encoders,
                                                                                off_scale_note)
         from factorbench.benchmark.leaderboard import _DEFINED_IN
 
-        mine, theirs, result = _population(results, yours, protocol, companion, plan)
+        mine, theirs, result, claims = _population(results, yours, protocol, companion, plan)
         scored = (f", with <a href=\"../{_e(companion)}/index.html\">{_e(companion)}</a>'s metrics in the independent "
                   "setting (the one it scores; n/a elsewhere)" if companion else ", every metric scored in every setting")
         body = [f"<p>Encoders of plan <code>{_e(plan)}</code> under <a href=\"../{_e(protocol)}/index.html\">"
@@ -137,7 +142,7 @@ def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results,
         if result is None:
             collected = sum(len(r) for r in mine.values())
             return "".join(body) + (f"<p>{collected} encoder{'' if collected == 1 else 's'} collected: too few for a "
-                                    "rank correlation (it takes 3).</p>")
+                                    f"rank correlation (it takes {MIN_ENCODERS}).</p>")
         every = len(result.encoders)
         body.append(f"<p>{every} encoders; each cell: rho and its {round(100 * result.level)} % bootstrap interval "
                     f"({result.n_boot} resamples of the encoders), and its n where fewer than all have both values."
@@ -170,7 +175,7 @@ def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results,
             body.append('<p class="note">' + off_scale_note(warned, len(result.encoders), where,
                                                             code=lambda name: f"<code>{_e(name)}</code>", text=_e)
                         + "</p>")
-        body.append(_meta_claims_html(result))
+        body.append(_meta_claims_html(claims, len(result.encoders)))
         body.append(f"<details><summary>The {every} encoders</summary><p>"
                     + ", ".join(f"<code>{_e(e)}</code>" for e in result.encoders) + "</p></details>")
         body.append(_command(f"python -m factorbench.benchmark.experiments.metric_meta_evaluation {protocol} "
@@ -180,14 +185,13 @@ def _meta_render(protocol: str, companion: str, plan: str) -> Callable[[Results,
     return render
 
 
-def _meta_claims_html(result: Any) -> str:
-    """Almudévar & Ortega's claims judged on ``result``
+def _meta_claims_html(claims: Sequence[Any], encoders: int) -> str:
+    """Almudévar & Ortega's claims judged on a population of ``encoders``
     (:mod:`factorbench.benchmark.experiments.meta_evaluation_claims`), as a list."""
     from factorbench.benchmark.experiments import meta_evaluation_claims as mc
     from factorbench.benchmark.leaderboard import _DEFINED_IN
 
-    claims = mc.check_meta_claims(result)
-    few = mc.too_few_note(claims, len(result.encoders))
+    few = mc.too_few_note(claims, encoders)
     if few:
         return f"<p>{_e(few)}</p>"
     items = "".join(f'<li id="{_e(c.key)}"><strong>Figure {_e(c.figure)}</strong>: "{_e(c.statement)}": '
@@ -210,9 +214,8 @@ def _claims_grid_render(results: Results, yours: Collection[str], folder: Path, 
 
     columns, shown = [], set()
     for meta in (m for m in META_COMPARISONS if not m.companion):
-        runs, _, result = _population(results, yours, meta.protocol, "", meta.plan)
+        runs, _, _, claims = _population(results, yours, meta.protocol, "", meta.plan)
         shown |= set(runs)
-        claims = mc.check_meta_claims(result) if result is not None else []
         columns.append((meta, sum(len(r) for r in runs.values()), {c.key: c for c in claims}))
     header = "".join(f'<th><a href="meta-{_e(meta.name)}.html">{_e(meta.protocol)}</a><br>{_e(meta.plan)} '
                      f"({count})</th>" for meta, count, _ in columns)

@@ -580,8 +580,10 @@ def test_the_claims_page_gives_reproductions_grid(tmp_path, v3_results):
 
 
 def test_a_site_build_computes_each_population_once(monkeypatch, v3_results):
-    """A population's page and the claims grid read one meta-evaluation per build (the bootstrap is the
-    costly part); outside a build nothing is kept, so pages rendered from other results are computed again."""
+    """A population's page and the claims grid read one meta-evaluation, and one judgement of its claims, per
+    build (the bootstrap and the resampled claims are the costly parts); outside a build nothing is kept, so
+    pages rendered from other results are computed again."""
+    import factorbench.benchmark.experiments.meta_evaluation_claims as mc
     import factorbench.benchmark.experiments.metric_meta_evaluation as mme
     from factorbench.benchmark.experiment_pages import experiment_pages
 
@@ -590,10 +592,15 @@ def test_a_site_build_computes_each_population_once(monkeypatch, v3_results):
     monkeypatch.setattr(mme, "meta_evaluate_protocol",
                         lambda protocol, runs, *a, **kw: calls.append((protocol, sorted(runs))) or real(protocol, runs,
                                                                                                       *a, **kw))
+    judged = []
+    real_claims = mc.check_meta_claims
+    monkeypatch.setattr(mc, "check_meta_claims", lambda result, *a, **kw: judged.append(result.encoders)
+                        or real_claims(result, *a, **kw))
     results = v3_results
     files = [page.file for page, _ in experiment_pages(results)]
     assert "meta-claims.html" in files and "meta-dsprites-dependent-v3.do-tran-v1.html" in files
     assert len(calls) == len(set(map(str, calls))) and len(calls) >= 2  # the two dSprites populations, once each
+    assert len(judged) == len(set(judged)) >= 2  # their claims, once each
     experiment_pages(results)
     assert len(calls) == 2 * len(set(map(str, calls)))
 

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from factorbench.benchmark.experiments.metric_meta_evaluation import population_of, runs_of_plan, spearman
+from factorbench.benchmark.experiments.metric_meta_evaluation import (MIN_ENCODERS, population_of, runs_of_plan,
+                                                                       spearman)
 from factorbench.generators.errors import exits_2_on_user_error
 
 __all__ = ["COLUMNS", "IRSComparison", "PLANS", "PROTOCOL", "format_irs_comparison", "irs_comparison", "main"]
@@ -58,7 +59,7 @@ def irs_comparison(results: Mapping[str, Sequence[Any]], plans: Sequence[str] = 
     encoders = tuple(population)
     values = np.array([[population[e].get(k, math.nan) for k in columns] for e in encoders], dtype=float
                       ).reshape(len(encoders), len(columns))
-    rho = np.array([spearman(values[:, 0], values[:, c]) if len(encoders) >= 3 else math.nan
+    rho = np.array([spearman(values[:, 0], values[:, c]) if len(encoders) >= MIN_ENCODERS else math.nan
                     for c in range(len(columns))], dtype=float)
     return IRSComparison(encoders, tuple(e.rsplit("/", 1)[0] for e in encoders), tuple(columns), values, rho)
 

@@ -46,7 +46,7 @@ import numpy as np
 from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
 from factorbench.generators.outputs import check_output_file, save_figure
 
-__all__ = ["MetaEvaluation", "TARGETS", "TooFewEncodersError", "WHOLE_CODE_TARGET", "few_encoders_caveat",
+__all__ = ["MIN_ENCODERS", "MetaEvaluation", "TARGETS", "TooFewEncodersError", "WHOLE_CODE_TARGET", "few_encoders_caveat",
            "format_meta_evaluation", "meta_evaluate", "meta_evaluate_protocol", "plot_meta_evaluation",
            "runs_of_plan", "joined_off_scale_encoders", "off_scale_note", "population_of", "protocol_order",
            "same_weights", "spearman", "with_companion", "with_superseded"]
@@ -82,8 +82,12 @@ def _spearman_rows(x: np.ndarray, y: np.ndarray, valid: np.ndarray | None = None
     return np.where(denominator > 0, np.clip(rho, -1.0, 1.0), np.nan)
 
 
+#: a rank correlation across encoders needs at least this many of them (a population, a cell, a resample)
+MIN_ENCODERS = 3
+
+
 class TooFewEncodersError(FactorbenchError):
-    """A meta-evaluation of fewer than 3 encoders: a rank correlation needs 3."""
+    """A meta-evaluation of fewer than :data:`MIN_ENCODERS` encoders."""
 
 
 @dataclass(frozen=True)
@@ -131,9 +135,9 @@ def meta_evaluate(population: Mapping[str, Mapping[str, float]], targets: Sequen
     ``population``: encoder name -> ``{"<setting>.<label>.<scalar>": value}``. ``metrics`` (scalar names
     within a setting, ``<label>.<scalar>``): default every one present in every setting of every encoder,
     the targets excluded. Encoders missing a value (or with a non-finite one) of a setting are left out of
-    that setting's correlations. Needs at least 3 encoders."""
-    if len(population) < 3:
-        raise TooFewEncodersError(f"a rank correlation across encoders needs at least 3 encoders, got "
+    that setting's correlations. Needs at least :data:`MIN_ENCODERS` encoders."""
+    if len(population) < MIN_ENCODERS:
+        raise TooFewEncodersError(f"a rank correlation across encoders needs at least {MIN_ENCODERS} encoders, got "
                                   f"{len(population)}")
     if not 0 < level < 1:
         raise FactorbenchError(f"level must be in (0, 1), got {level}")
@@ -163,11 +167,11 @@ def meta_evaluate(population: Mapping[str, Mapping[str, float]], targets: Sequen
                 x = np.array([population[e].get(f"{setting}.{metric}", np.nan) for e in names], dtype=float)
                 ok = np.isfinite(x) & np.isfinite(y)
                 counts[s, m, t] = int(ok.sum())
-                if ok.sum() < 3:
+                if ok.sum() < MIN_ENCODERS:
                     continue
                 rho[s, m, t] = spearman(x[ok], y[ok])
-                # every resample at once, scored over its encoders with both values, if it has 3 of them
-                kept = ok[draws].sum(axis=1) >= 3
+                # every resample at once, scored over its encoders with both values, if it has enough of them
+                kept = ok[draws].sum(axis=1) >= MIN_ENCODERS
                 samples[kept, s, m, t] = boots = _spearman_rows(x[draws[kept]], y[draws[kept]], ok[draws[kept]])
                 boots = boots[np.isfinite(boots)]
                 if len(boots):
