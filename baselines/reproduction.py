@@ -487,8 +487,9 @@ class _Sources:
 
     def meta_claims(self, name: str) -> list[Any]:
         """Almudévar & Ortega's claims judged on the meta-evaluation ``name``
-        (:mod:`factorbench.benchmark.experiments.meta_evaluation_claims`; none with fewer than 3 encoders),
-        judged once: the tables, the grid and every ``metaclaim`` value of the prose read them."""
+        (:mod:`factorbench.benchmark.experiments.meta_evaluation_claims`; none with fewer than
+        :data:`~factorbench.benchmark.experiments.metric_meta_evaluation.MIN_ENCODERS` encoders), judged once: the
+        tables, the grid and every ``metaclaim`` value of the prose read them."""
         from factorbench.benchmark.experiments.meta_evaluation_claims import check_meta_claims
 
         if name not in self._meta_claims:
@@ -613,8 +614,9 @@ def render_value(expression: str, sources: _Sources) -> str:
       number of its evidence (``MetaClaim.numbers``, ``~`` for a space);
     - ``metaclaims NAME FIELD``: on the meta-evaluation ``NAME``, how many of Almudévar & Ortega's claims there
       are (``total``), are ``judged`` (neither too few encoders nor unscored) and ``reproduced``, and how many
-      of its plan's encoders are collected (``encoders``, also under 3) and ``planned``; ``which``: the keys of
-      the claims reproduced ("`a`, `b` and `c`", or "none")."""
+      of its plan's encoders are collected (``encoders``, also under
+      :data:`~factorbench.benchmark.experiments.metric_meta_evaluation.MIN_ENCODERS`) and ``planned``; ``which``:
+      the keys of the claims reproduced ("`a`, `b` and `c`", or "none")."""
     parts = expression.split()
     try:
         if parts[0] == "ours" and len(parts) == 5:

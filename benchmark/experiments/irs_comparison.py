@@ -39,7 +39,8 @@ IRS = "irs.score"
 class IRSComparison:
     """``values[e, c]``: scalar ``columns[c]`` of encoder ``encoders[e]`` (``"<model>/seed<k>"``, NaN where the
     run lacks it); ``models[e]`` its model; ``rho[c]``: Spearman's rho between IRS and column ``c`` across
-    the encoders with both values (NaN under 3 encoders)."""
+    the encoders with both values (NaN under
+    :data:`~factorbench.benchmark.experiments.metric_meta_evaluation.MIN_ENCODERS` encoders)."""
 
     encoders: tuple[str, ...]
     models: tuple[str, ...]

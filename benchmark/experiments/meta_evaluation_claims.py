@@ -256,8 +256,8 @@ def check_meta_claims(result: MetaEvaluation, few: int = FEW_ENCODERS) -> list[M
 
 def grid_cell(claim: MetaClaim | None, encoders: int) -> str:
     """A claim's verdict as a cell of a grid over populations: "reproduced (62%)" with its stability, "too few
-    encoders (7)" for a population of ``encoders`` too small to judge (``claim`` None: under 3, no
-    meta-evaluation at all)."""
+    encoders (7)" for a population of ``encoders`` too small to judge (``claim`` None: under
+    :data:`~factorbench.benchmark.experiments.metric_meta_evaluation.MIN_ENCODERS`, no meta-evaluation at all)."""
     if claim is None or claim.verdict == TOO_FEW:
         return f"{TOO_FEW} ({encoders})"
     return claim.verdict + (f" ({claim.stability:.0%})" if claim.stability is not None else "")

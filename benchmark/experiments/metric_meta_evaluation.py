@@ -97,9 +97,10 @@ class MetaEvaluation:
     (``level``, ``n_boot`` resamples of the encoders with replacement, ``seed``); ``counts[s, m, t]``: how
     many encoders the cell's correlation is over (those with both values; fewer than ``encoders`` where an
     encoder lacks the metric, e.g. a companion protocol's score of other weights); ``samples[b, s, m, t]``:
-    the cell's correlation in bootstrap resample ``b`` (NaN where the resample holds fewer than 3 of the
-    cell's encoders or ranks none apart), the same resamples in every cell, so that a statement about
-    several cells can be judged in each (:mod:`factorbench.benchmark.experiments.meta_evaluation_claims`)."""
+    the cell's correlation in bootstrap resample ``b`` (NaN where the resample holds fewer than
+    :data:`MIN_ENCODERS` of the cell's encoders or ranks none apart), the same resamples in every cell, so that
+    a statement about several cells can be judged in each
+    (:mod:`factorbench.benchmark.experiments.meta_evaluation_claims`)."""
 
     settings: tuple[str, ...]
     metrics: tuple[str, ...]
