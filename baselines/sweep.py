@@ -1361,6 +1361,26 @@ def _check_collect_target(target: Path, name: str, configs: set[str], seeds: set
 
 # --------------------------------------------------------------------------------------------- restore
 
+def _superseded_by(sweep_dir: Path, job: Job, runs_of: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The weights (first 12 hex digits) of the job's results in the sweep directory that ``runs_of``
+    (protocol -> run, from reference files) may replace; empty where they stay. They give way only where
+    they are a dead end and the source is whole: the job is not done there and no process works on it, no
+    finished run of the directory holds the weights its results scored (restored from reference files
+    without weights, or cut while training again), so the sweep would train the job again and score every
+    protocol anew; and ``runs_of`` scores every protocol of the job on one run."""
+    scored = _scored_weights(sweep_dir, job)
+    weights = {_weights_of(run) for run in runs_of.values()}
+    if (set(runs_of) != set(job.protocols) or len(weights) != 1 or not scored - weights
+            or job_done(job, sweep_dir) or _lock_held(sweep_dir, job)):
+        return set()
+    for protocol in job.protocols:
+        result = _finished_result(sweep_dir, job, protocol)
+        run_hash = ((result or {}).get("training") or {}).get("run_hash")
+        if result is not None and run_hash and (sweep_dir / "runs" / str(run_hash) / "DONE").is_file():
+            return set()  # the sweep scores the missing protocols on that run
+    return {str(w)[:12] for w in scored - weights}
+
+
 def restore(plan: Plan, sweep_dir: str | os.PathLike | None = None, source: str | os.PathLike | None = None,
             echo: Callable[[str], None] = print) -> list[Path]:
     """Write the runs of the reference files ``source/<protocol>/<name>.json`` (default: the package's
@@ -1368,10 +1388,12 @@ def restore(plan: Plan, sweep_dir: str | os.PathLike | None = None, source: str 
     continued on another machine, skips the jobs they finished and :func:`collect` keeps their seeds.
     Only runs of this plan are restored, each checked (schema and checksum) and only where its job still
     asks for what it ran (config hash, protocol, dataset spec and split, as for any result of the sweep);
-    an existing result is never replaced, and a run is left out where the job's results there scored other
-    weights (a job's protocols score one run). A job whose every protocol is restored gets a record marked
-    ``restored``, with the training's CPU time where the run recorded it (runs trained before factorbench
-    recorded it count none, and the status estimate leaves them out)."""
+    a finished result is not replaced, and a run is left out where the job's results there scored other
+    weights (a job's protocols score one run), except where those results are a dead end
+    (:func:`_superseded_by`): then the source's runs, one run's scores under every protocol of the job, take
+    their place, as training the job again would. A job whose every protocol is restored gets a record
+    marked ``restored``, with the training's CPU time where the run recorded it (runs trained before
+    factorbench recorded it count none, and the status estimate leaves them out)."""
     from factorbench.benchmark.results import REFERENCE_DIR, _parse_result
 
     sweep_dir = Path(sweep_dir) if sweep_dir is not None else default_sweep_dir(plan)
@@ -1382,6 +1404,7 @@ def restore(plan: Plan, sweep_dir: str | os.PathLike | None = None, source: str 
     names = {(p, job.entry.name) for job in jobs.values() for p in job.protocols}
     written: list[Path] = []
     touched: dict[str, list[Mapping[str, Any]]] = {}
+    incoming: dict[str, dict[str, Mapping[str, Any]]] = {}  # job id -> protocol -> run, each checked
     for protocol, name in sorted(names):
         target = source / protocol / f"{name}.json"
         document = _read_json(target)
@@ -1400,16 +1423,27 @@ def restore(plan: Plan, sweep_dir: str | os.PathLike | None = None, source: str 
             if why:
                 echo(f"{target}, run {i} ({job.id}): stale, {why}; left out")
                 continue
+            incoming.setdefault(job.id, {})[protocol] = run
+    replaced: set[str] = set()
+    for job_id, runs_of in incoming.items():
+        job = jobs[job_id]
+        dead = _superseded_by(sweep_dir, job, runs_of)
+        if dead:
+            echo(f"{job.id}: the sweep directory's results scored weights ({', '.join(sorted(dead))}) that no "
+                 "finished run there holds, so the job would train again; replaced by the source's run, which "
+                 "scored every protocol of the job")
+            replaced.add(job_id)
+        for protocol, run in runs_of.items():
             state = _result_state(sweep_dir, job, protocol)
             weights = _weights_of(run)
             others = _scored_weights(sweep_dir, job) - {weights}
-            if others:
+            if others and not dead:
                 # a job's protocols score one set of weights: a run of other weights would ship beside them
                 echo(f"{job.id} under {protocol}: the sweep directory holds results of other weights "
                      f"({', '.join(sorted(str(w)[:12] for w in others))}) than this run's ({str(weights)[:12]}); "
                      "left out (the sweep trains the job again and scores every protocol on one run)")
                 continue
-            if state == "missing":
+            if state == "missing" or (dead and _weights_of(_finished_result(sweep_dir, job, protocol)) != weights):
                 path = result_path(sweep_dir, protocol, job)
                 write_atomically(path, json.dumps(run, sort_keys=True, allow_nan=False))
                 written.append(path)
@@ -1420,7 +1454,7 @@ def restore(plan: Plan, sweep_dir: str | os.PathLike | None = None, source: str 
     for job_id, runs in touched.items():
         job = jobs[job_id]
         path = state_path(sweep_dir, job)
-        if not job_done(job, sweep_dir) or path.exists():
+        if not job_done(job, sweep_dir) or (path.exists() and job_id not in replaced):
             continue
         training = runs[0]["training"]
         write_atomically(path, json.dumps({

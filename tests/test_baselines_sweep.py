@@ -801,8 +801,9 @@ def test_collect_leaves_out_a_run_scored_on_other_images_than_the_pinned_copy(sw
 
 
 def test_restore_leaves_out_a_run_of_other_weights_than_the_jobs_results(swept, tmp_path):
-    """A job's protocols score one run: where the sweep directory holds a result of other weights, the reference
-    file's run of the same job is not restored beside it (the job stays unfinished and is trained again)."""
+    """A job's protocols score one run: where the sweep directory holds a result of other weights whose run is
+    finished there (the sweep scores the missing protocol on it), the reference file's run of the same job is
+    not restored beside it, nor is a source that brings only some of the job's protocols."""
     plan, sweep_dir, _ = swept
     out = tmp_path / "reference"
     collect(plan, sweep_dir, out, **QUIET)
@@ -812,17 +813,60 @@ def test_restore_leaves_out_a_run_of_other_weights_than_the_jobs_results(swept, 
     restore(plan, fresh, out, **QUIET)
     result_path(fresh, second, job).unlink()
     other = json.loads(result_path(fresh, first, job).read_text())
-    other["training"]["weights_sha256"] = "0" * 64  # scored another run of the same job
+    other["training"]["weights_sha256"] = "0" * 64  # scored another run of the same job, finished here
     result_path(fresh, first, job).write_text(json.dumps(other))
+    (fresh / "runs" / other["training"]["run_hash"]).mkdir(parents=True)
+    (fresh / "runs" / other["training"]["run_hash"] / "DONE").write_text("{}")
+    before = _tree(fresh)
     lines: list[str] = []
     assert restore(plan, fresh, out, echo=lines.append) == []
     assert any(f"{job.id} under {second}: the sweep directory holds results of other weights (000000000000)"
                in line for line in lines), lines
-    assert not result_path(fresh, second, job).exists() and not job_done(job, fresh)
+    assert _tree(fresh) == before and not job_done(job, fresh)
+    # a source with one of the job's two protocols does not replace them either, finished run or not
+    shutil.rmtree(fresh / "runs")
+    partial = tmp_path / "partial"
+    shutil.copytree(out, partial)
+    shutil.rmtree(partial / second)
+    assert restore(plan, fresh, partial, **QUIET) == [] and not job_done(job, fresh)
     # without the odd result, both of the job's runs come back
     result_path(fresh, first, job).unlink()
     assert sorted(restore(plan, fresh, out, **QUIET)) == sorted(result_path(fresh, p, job) for p in job.protocols)
     assert job_done(job, fresh)
+
+
+def test_restore_replaces_results_whose_weights_are_nowhere_by_a_whole_run(swept, tmp_path):
+    """Results of other weights that no finished run of the sweep directory holds (restored without weights,
+    the job unfinished) are a dead end: the sweep would train the job again. A source that scored every
+    protocol of the job on one run (another machine trained it again) takes their place at once, with a job
+    record saying where it came from; the sweep then skips the job."""
+    plan, sweep_dir, _ = swept
+    out = tmp_path / "reference"
+    collect(plan, sweep_dir, out, **QUIET)
+    job = expand(plan)[0]
+    first, second = job.protocols
+    fresh = tmp_path / "fresh"
+    restore(plan, fresh, out, **QUIET)
+    result_path(fresh, second, job).unlink()
+    other = json.loads(result_path(fresh, first, job).read_text())
+    other["training"]["weights_sha256"] = "0" * 64  # an older run of the job, its weights not kept
+    result_path(fresh, first, job).write_text(json.dumps(other))
+    state_path(fresh, job).write_text(json.dumps({"job": job.id, "state": "interrupted", "attempts": 2}))
+    lines: list[str] = []
+    written = restore(plan, fresh, out, echo=lines.append)
+    assert sorted(written) == sorted(result_path(fresh, p, job) for p in job.protocols)
+    assert any(line.startswith(f"{job.id}: the sweep directory's results scored weights (000000000000)")
+               for line in lines), lines
+    assert job_done(job, fresh)
+    for protocol in job.protocols:
+        assert json.loads(result_path(fresh, protocol, job).read_text())["training"] == \
+            json.loads(result_path(sweep_dir, protocol, job).read_text())["training"]
+    record = json.loads(state_path(fresh, job).read_text())
+    assert (record["state"], record["restored"]) == ("done", str(out))
+    assert run_sweep(plan, fresh, options=OPTIONS, **QUIET)[job.id] == "skipped"
+    # restoring again changes nothing: the job is done
+    before = _tree(fresh)
+    assert restore(plan, fresh, out, **QUIET) == [] and _tree(fresh) == before
 
 
 def _wait_for(predicate, timeout: float = 120.0, process: subprocess.Popen | None = None) -> None:
