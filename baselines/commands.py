@@ -175,6 +175,9 @@ def _sweep(p: argparse.ArgumentParser) -> None:
                    help="seconds between updates of a running job's record (CPU time so far; default 30)")
     p.add_argument("--source", action="append", metavar="DATASET=PATH", help="your copy of a dataset made from "
                    "outside data, for the jobs whose protocols need one (repeatable), e.g. coil100=~/data/coil-100")
+    p.add_argument("--data-workers", type=int, default=1, metavar="N", help="processes that generate a dataset the "
+                   "jobs need and the cache lacks, while the other jobs wait for it (default 1; on a many-core "
+                   "machine about its core count)")
     p.add_argument("--slurm", action="append", metavar="KEY=VALUE", help="SLURM setting for --engine slurm "
                    "(repeatable): partition, time (minutes or [D-]HH:MM:SS), cpus_per_task, mem, gpus_per_node, "
                    "account, qos, constraint, exclude, nodelist, job_name, comment, signal_delay_s, max_num_timeout, "
@@ -233,9 +236,11 @@ def _sweep(p: argparse.ArgumentParser) -> None:
                 print(f"  {job.index:>4}  {job.id:<36} {job.entry.model:<13} config {job.config.hash()[:12]}  "
                       f"{job.config.steps} steps  {state}  -> {', '.join(job.protocols)}")
             return 0
+        if args.data_workers < 1:
+            raise FactorbenchError(f"--data-workers {args.data_workers}: give a number of processes, 1 or more")
         options = SweepOptions(device=args.device, precision=args.precision, threads=args.threads,
                                checkpoint_every_s=args.checkpoint_every, record_every_s=args.record_every,
-                               sources=_sources(args.source))
+                               sources=_sources(args.source), data_workers=args.data_workers)
         outcome = run_sweep(plan, sweep_dir, engine=args.engine, parallel=args.jobs, only=args.only, options=options,
                             settings=parse_slurm_settings(args.slurm) if args.engine == "slurm" else None,
                             pack=args.pack)

@@ -81,6 +81,8 @@ class SweepOptions:
     record_every_s: float = 30.0
     #: (generator, path) pairs: the user's copy of each dataset made from outside data (coil100, modelnet40)
     sources: tuple[tuple[str, str], ...] = ()
+    #: processes that generate a dataset the jobs need and the cache lacks (the other jobs wait for it)
+    data_workers: int = 1
 
     def source_for(self, generator: str) -> str | None:
         return dict(self.sources).get(generator)
@@ -421,7 +423,8 @@ def _prepare_data(job: Job, options: SweepOptions = SweepOptions()) -> Path:
     source = _job_source(job, options)
     with _dataset_lock(job.dataset.name):
         for p in job.protocols:
-            paths.add(prepare_dataset(get_protocol(p).dataset, source=source, progress=False))
+            paths.add(prepare_dataset(get_protocol(p).dataset, source=source, progress=False,
+                                      workers=options.data_workers))
     if len(paths) != 1:  # the plan's check makes this impossible
         raise FactorbenchError(f"{job.id}: the protocols {', '.join(job.protocols)} use different files "
                                f"{sorted(paths)}")
@@ -1443,7 +1446,8 @@ def restore(plan: Plan, sweep_dir: str | os.PathLike | None = None, source: str 
                      f"({', '.join(sorted(str(w)[:12] for w in others))}) than this run's ({str(weights)[:12]}); "
                      "left out (the sweep trains the job again and scores every protocol on one run)")
                 continue
-            if state == "missing" or (dead and _weights_of(_finished_result(sweep_dir, job, protocol)) != weights):
+            if state == "missing" or (dead and state == "done"
+                                      and _weights_of(_finished_result(sweep_dir, job, protocol)) != weights):
                 path = result_path(sweep_dir, protocol, job)
                 write_atomically(path, json.dumps(run, sort_keys=True, allow_nan=False))
                 written.append(path)

@@ -204,13 +204,14 @@ def expected_rows(ref: DatasetRef, *, source: str | os.PathLike | None = None,
 
 def prepare_dataset(ref: DatasetRef, *, source: str | os.PathLike | None = None, backend: str | None = None,
                     directory: str | os.PathLike | None = None, progress: bool = True,
-                    verify_images: bool = False) -> Path:
+                    verify_images: bool = False, workers: int = 1) -> Path:
     """The cached file of ``ref``: generated on first use, fully verified on first use and whenever it
     changed since (``verify_images=True``: always), checked on every use, with the reference's extra
     splits added. Returns its path; :func:`verified_hashes` gives the hashes of its data.
 
     ``backend`` picks the renderer of a 3D dataset when it is generated; a cached copy rendered by
-    another backend is refused (use another cache folder to keep both)."""
+    another backend is refused (use another cache folder to keep both). ``workers`` processes generate it
+    (:func:`~factorbench.generators.write_dataset`; the same data as one)."""
     directory = Path(directory) if directory is not None else data_dir()
     if directory.exists() and not directory.is_dir():
         _ensure_data_dir(directory)  # raises the clear error
@@ -231,7 +232,7 @@ def prepare_dataset(ref: DatasetRef, *, source: str | os.PathLike | None = None,
                   file=sys.stderr)
         building = path.with_name(path.name + ".building")  # renamed to path with every protocol's splits in
         if not building.exists():  # (an interrupted build resumes: write_dataset continues its .partial file)
-            write_dataset(gen, building, seed=ref.seed, n=ref.n, progress=progress)
+            write_dataset(gen, building, seed=ref.seed, n=ref.n, progress=progress, workers=workers)
         for split in _splits_of_every_protocol(ref, spec):
             add_split(building, split, force=True)
         os.replace(building, path)

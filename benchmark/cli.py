@@ -112,6 +112,8 @@ def _generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     p.add_argument("--shard", metavar="I/N", help="write only shard I of N (0-based) to FILE.shard-I-of-N; "
                    "join the shards with `factorbench merge FILE`")
+    p.add_argument("--workers", type=int, default=1, metavar="N", help="render in N processes (shards joined "
+                   "into FILE, the same data as one process; default 1)")
     p.add_argument("--batch-size", type=int, default=generators.writer.DEFAULT_BATCH_SIZE,
                    help="images rendered per batch (memory use is proportional to it)")
     p.add_argument("--backend", choices=("auto", "gl", "cpu", "pyrender"), default=None,
@@ -126,7 +128,8 @@ def _generate(p: argparse.ArgumentParser) -> None:
         out = args.out or default_output_name(args.name, params)
         written = generators.generate(args.name, out, params=params, seed=args.seed, n=args.n,
                                       force=args.force, shard=shard, batch_size=args.batch_size,
-                                      progress=not args.quiet, backend=args.backend, source=args.source)
+                                      progress=not args.quiet, workers=args.workers, backend=args.backend,
+                                      source=args.source)
         print(f"wrote {written}")
         return 0
     p.set_defaults(run=run)

@@ -4,15 +4,21 @@ Rows are rendered and written ``batch_size`` at a time, so memory does not grow 
 goes to ``OUT.partial`` and is renamed to ``OUT`` only when complete. An interrupted run leaves the
 partial file, and running the same command again resumes it from the last written batch. A shard
 (``--shard i/n``) writes rows ``[N*i//n, N*(i+1)//n)`` to ``OUT.shard-i-of-n``; :func:`merge_shards`
-joins the shards into a file with the same content hashes as a single-process run.
+joins the shards into a file with the same content hashes as a single-process run, copying their
+compressed chunks as they are. ``workers=W`` does both on one machine: W processes render a shard each,
+then the shards are joined and removed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
+import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -184,9 +190,10 @@ def _fill(f: h5py.File, source: BatchSource, start: int, stop: int, done: int, b
             bar.update(b - a)
 
 
-def _finalise(f: h5py.File, spec: DatasetSpec, renderer: str, shard: Shard | None) -> None:
+def _finalise(f: h5py.File, spec: DatasetSpec, renderer: str, shard: Shard | None, inflate: bool = False) -> None:
     """Write the splits and the manifest; the progress attributes go last, so an interrupted
-    finalisation is simply redone when the command is run again."""
+    finalisation is simply redone when the command is run again. ``inflate``: the images are hashed from
+    their stored chunks (``fileformat.sha256_rows``), for chunks copied from shards read back before."""
     if shard is None:
         if "splits" in f:
             del f["splits"]
@@ -203,13 +210,18 @@ def _finalise(f: h5py.File, spec: DatasetSpec, renderer: str, shard: Shard | Non
     else:
         f.attrs["shard"] = f"{shard.index}/{shard.count}"
         progress_attrs = ("rows_written",)
-    ff.store_manifest(f, ff.compute_manifest(f, spec, renderer))
+    ff.store_manifest(f, ff.compute_manifest(f, spec, renderer, inflate=inflate))
     for key in progress_attrs:
         del f.attrs[key]
 
 
+#: writes rows ``[start + done, stop)`` of an open partial file itself (a merge copying compressed chunks)
+Filler = Callable[[h5py.File, int, int, int], None]
+
+
 def _write(out: Path, spec: DatasetSpec, source: BatchSource, renderer: str, has_classes: bool, *,
-           force: bool, shard: Shard | None, batch_size: int, progress: bool, desc: str) -> Path:
+           force: bool, shard: Shard | None, batch_size: int, progress: bool, desc: str,
+           fill: Filler | None = None) -> Path:
     target = shard.path(out) if shard else out
     _check_destination(target, force)
     if batch_size < 1:
@@ -221,8 +233,11 @@ def _write(out: Path, spec: DatasetSpec, source: BatchSource, renderer: str, has
     fresh = not partial.exists()
     f, done = _open_partial(partial, spec, start, stop, renderer, has_classes, log)
     try:
-        _fill(f, source, start, stop, done, batch_size, progress, desc)
-        _finalise(f, spec, renderer, shard)
+        if fill is None:
+            _fill(f, source, start, stop, done, batch_size, progress, desc)
+        else:
+            fill(f, start, stop, done)
+        _finalise(f, spec, renderer, shard, inflate=fill is not None)
     except KeyboardInterrupt:
         f.close()
         raise GenerationInterrupted(f"interrupted; {partial} keeps the rows written so far: run the same command "
@@ -239,11 +254,21 @@ def _write(out: Path, spec: DatasetSpec, source: BatchSource, renderer: str, has
 
 def write_dataset(gen: Generator, out: str | os.PathLike, *, seed: int = 0, n: int | None = None,
                   force: bool = False, shard: Shard | str | None = None,
-                  batch_size: int = DEFAULT_BATCH_SIZE, progress: bool = True) -> Path:
-    """Render ``gen``'s dataset (or one shard of it) into the HDF5 file ``out``; returns the path written."""
+                  batch_size: int = DEFAULT_BATCH_SIZE, progress: bool = True, workers: int = 1) -> Path:
+    """Render ``gen``'s dataset (or one shard of it) into the HDF5 file ``out``; returns the path written.
+    ``workers`` > 1 renders the whole dataset in that many processes (:func:`_write_in_processes`): the
+    same content hashes as one process."""
     spec = gen.spec(seed=seed, n=n)
     if isinstance(shard, str):
         shard = Shard.parse(shard)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise FactorbenchError(f"workers must be a whole number of processes, 1 or more; got {workers!r}")
+    if workers > 1 and shard is not None:
+        raise FactorbenchError("give either a shard (--shard) or several workers (--workers), not both: the "
+                               "workers write shards of their own")
+    if workers > 1 and spec.n > 1:
+        return _write_in_processes(gen, Path(out), spec, seed=seed, n=n, force=force, batch_size=batch_size,
+                                   progress=progress, workers=workers)
     if shard is not None and shard.count > spec.n:
         raise FactorbenchError(f"--shard {shard.index}/{shard.count}: {gen.name} has {spec.n:,} images, so it can "
                                f"be split into at most {spec.n:,} shards (each needs at least one image)")
@@ -253,14 +278,121 @@ def write_dataset(gen: Generator, out: str | os.PathLike, *, seed: int = 0, n: i
                   force=force, shard=shard, batch_size=batch_size, progress=progress, desc=desc)
 
 
+def _write_in_processes(gen: Generator, out: Path, spec: DatasetSpec, *, seed: int, n: int | None, force: bool,
+                        batch_size: int, progress: bool, workers: int) -> Path:
+    """``workers`` processes (fresh interpreters: nothing of this one, a GL context say, is inherited, and no
+    ``__main__`` is imported again) each render a shard ``OUT.shard-i-of-W`` (:func:`_shard_main`), then
+    :func:`merge_shards` joins them and they are removed. A shard finished by an interrupted run is kept
+    and not rendered again; an unfinished one resumes from its partial file."""
+    _check_destination(out, force)
+    shards = [Shard(i, min(workers, spec.n)) for i in range(min(workers, spec.n))]
+    todo = [sh for sh in shards if not _kept_shard(sh.path(out), spec, gen.renderer_identity(), force)]
+    try:
+        payloads = [pickle.dumps({"gen": gen, "out": str(out), "seed": seed, "n": n, "shard": (sh.index, sh.count),
+                                  "batch_size": batch_size}) for sh in todo]
+    except Exception as exc:  # noqa: BLE001 - any pickling failure means the same to the user
+        raise FactorbenchError(f"{gen.name} cannot be rendered by several processes ({type(exc).__name__}: "
+                               f"{exc}); use one (workers=1, no --workers)") from None
+    left = sum(b - a for a, b in (sh.rows(spec.n) for sh in todo))
+    running: dict[subprocess.Popen, tuple[Shard, Any]] = {}
+    failed: list[str] = []
+    # the worker imports factorbench from where this process does (a checkout on sys.path, say)
+    command = [sys.executable, "-c", "import json, sys; sys.path[:0] = json.loads(sys.argv[1]); "
+               "from factorbench.generators.writer import _shard_main; _shard_main()", json.dumps(sys.path)]
+    with tqdm(total=spec.n, initial=spec.n - left, unit="img", desc=f"{gen.name} ({len(shards)} processes)",
+              disable=None if progress else True, file=sys.stderr, dynamic_ncols=True) as bar:
+        try:
+            for sh, payload in zip(todo, payloads):
+                errors = tempfile.TemporaryFile()
+                proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errors)
+                running[proc] = (sh, errors)
+                assert proc.stdin is not None
+                proc.stdin.write(payload)
+                proc.stdin.close()
+            while running and not failed:
+                for proc in [p for p in running if p.poll() is not None]:
+                    sh, errors = running.pop(proc)
+                    if proc.returncode == 0:
+                        a, b = sh.rows(spec.n)
+                        bar.update(b - a)
+                    else:
+                        errors.seek(0)
+                        lines = errors.read().decode(errors="replace").strip().splitlines()
+                        failed.append(f"shard {sh.index}/{sh.count}: "
+                                      + (lines[-1] if lines else f"exit status {proc.returncode}"))
+                    errors.close()
+                time.sleep(0.1)
+        except KeyboardInterrupt:  # the workers got the same Ctrl-C and keep their partial files
+            _wait_or_end(running)
+            raise GenerationInterrupted(f"interrupted; the shards of {out} written so far are kept "
+                                        f"({out.name}.shard-*-of-{len(shards)} and their partial files): run the "
+                                        "same command again to resume") from None
+        finally:
+            _wait_or_end(running, grace_s=0.0)
+    if failed:
+        raise FactorbenchError(f"rendering {out} in {len(shards)} processes failed ({'; '.join(failed)}); the "
+                               "shards written so far are kept, and the same command resumes them")
+    # a shard kept from an interrupted run is checked against its manifest; the ones just written were
+    # hashed by their worker from the file it wrote
+    merged = merge_shards(out, [sh.path(out) for sh in shards], force=force, progress=progress,
+                          batch_size=batch_size, check_contents=len(todo) < len(shards))
+    for sh in shards:
+        sh.path(out).unlink(missing_ok=True)
+    return merged
+
+
+def _kept_shard(path: Path, spec: DatasetSpec, renderer: str, force: bool) -> bool:
+    """Whether ``path`` is a finished shard of this dataset, kept from an interrupted run (a shard file exists
+    only once complete). A shard of another spec or renderer is an error, or, with ``force``, removed."""
+    if not path.exists():
+        return False
+    try:
+        with h5py.File(path, "r") as f:
+            same = f.attrs.get("spec") == spec.to_json() and f.attrs.get("renderer") == renderer
+    except OSError:
+        same = False
+    if same:
+        return True
+    if not force:
+        raise FactorbenchError(f"{path} is not a shard of this dataset (another spec, seed or renderer, or "
+                               "unreadable); move it away, or give --force to replace it")
+    path.unlink()
+    return False
+
+
+def _wait_or_end(running: Mapping[subprocess.Popen, Any], grace_s: float = 30.0) -> None:
+    """Give worker processes ``grace_s`` seconds to exit (keeping their partial files), then end them."""
+    deadline = time.monotonic() + grace_s
+    for proc in running:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            proc.wait()
+
+
+def _shard_main() -> None:
+    """A worker process of :func:`_write_in_processes`: renders one shard, its arguments pickled on stdin
+    (written by the parent process, never read from elsewhere); a user's error exits with status 2."""
+    args = pickle.loads(sys.stdin.buffer.read())
+    index, count = args["shard"]
+    try:
+        write_dataset(args["gen"], args["out"], seed=args["seed"], n=args["n"], shard=Shard(index, count),
+                      batch_size=args["batch_size"], progress=False)
+    except FactorbenchError as exc:  # GenerationInterrupted too: the partial file is kept
+        print(exc, file=sys.stderr)
+        sys.exit(2)
+
+
 def generate(name: str, out: str | os.PathLike, *, params: Mapping[str, Any] | None = None, seed: int = 0,
              n: int | None = None, force: bool = False, shard: Shard | str | None = None,
-             batch_size: int = DEFAULT_BATCH_SIZE, progress: bool = True, **options: Any) -> Path:
+             batch_size: int = DEFAULT_BATCH_SIZE, progress: bool = True, workers: int = 1,
+             **options: Any) -> Path:
     """Generate dataset ``name`` into ``out`` (see ``factorbench generate --help``). ``options`` are the
     generator's run-time options, e.g. ``backend="cpu"`` for a 3D dataset or ``source=PATH``; None is omitted."""
     gen = get(name, params, **{k: v for k, v in options.items() if v is not None})
     return write_dataset(gen, out, seed=seed, n=n, force=force, shard=shard, batch_size=batch_size,
-                         progress=progress)
+                         progress=progress, workers=workers)
 
 
 _SHARD_NAME = re.compile(r"\.shard-(\d+)-of-(\d+)$")
@@ -295,8 +427,8 @@ def _open_shard(p: Path) -> tuple[Shard, h5py.File]:
     return shard, f
 
 
-def _check_shards(opened: list[tuple[Shard, h5py.File]]) -> DatasetSpec:
-    """All shards share one spec and renderer, cover every row once and match their manifests."""
+def _check_shards(opened: list[tuple[Shard, h5py.File]], contents: bool = True) -> DatasetSpec:
+    """All shards share one spec and renderer, cover every row once and (``contents``) match their manifests."""
     first = opened[0][1]
     spec = DatasetSpec.from_json(str(first.attrs["spec"]))
     for shard, f in opened:
@@ -309,7 +441,7 @@ def _check_shards(opened: list[tuple[Shard, h5py.File]]) -> DatasetSpec:
         have = ", ".join(f"{s.index}/{s.count}" for s, _ in opened)
         raise FactorbenchError(f"shards do not cover the dataset exactly once (have {have}); "
                                "write the missing ones with --shard")
-    for _, f in opened:
+    for _, f in opened if contents else ():
         try:
             hashes = ff.content_hashes(f)
         except (ff.UnreadableData, KeyError) as exc:
@@ -322,8 +454,11 @@ def _check_shards(opened: list[tuple[Shard, h5py.File]]) -> DatasetSpec:
 
 
 def merge_shards(out: str | os.PathLike, shards: list[str | os.PathLike] | None = None, *,
-                 force: bool = False, progress: bool = True, batch_size: int = DEFAULT_BATCH_SIZE) -> Path:
-    """Join shard files into ``out``; the result has the same content hashes as a single-process run."""
+                 force: bool = False, progress: bool = True, batch_size: int = DEFAULT_BATCH_SIZE,
+                 check_contents: bool = True) -> Path:
+    """Join shard files into ``out``; the result has the same content hashes as a single-process run.
+    Each shard's data are checked against its manifest first, unless ``check_contents`` is False: shards
+    this process's workers have just written and hashed (:func:`_write_in_processes`)."""
     out = Path(out)
     paths = [Path(p) for p in shards] if shards else find_shards(out)
     if not paths:
@@ -335,7 +470,7 @@ def merge_shards(out: str | os.PathLike, shards: list[str | os.PathLike] | None 
         for p in paths:
             opened.append(_open_shard(p))
         opened.sort(key=lambda t: t[0].index)
-        spec = _check_shards(opened)
+        spec = _check_shards(opened, contents=check_contents)
         ranges = [(*s.rows(spec.n), f) for s, f in opened]
 
         def source(a: int, b: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
@@ -347,11 +482,50 @@ def merge_shards(out: str | os.PathLike, shards: list[str | os.PathLike] | None 
             return values, classes, images
 
         first = opened[0][1]
+        desc = f"merge {spec.generator}"
+        fill = (_chunk_copier(ranges, batch_size, progress, desc)
+                if all(_stored_as_written(f["images"], spec) for _, f in opened) else None)
         return _write(out, spec, source, str(first.attrs["renderer"]), "factor_classes" in first, force=force,
-                      shard=None, batch_size=batch_size, progress=progress, desc=f"merge {spec.generator}")
+                      shard=None, batch_size=batch_size, progress=progress, desc=desc, fill=fill)
     finally:
         for _, f in opened:
             f.close()
+
+
+def _stored_as_written(images: h5py.Dataset, spec: DatasetSpec) -> bool:
+    """Whether a shard's images are stored as a file written now stores them (one image per chunk, the same
+    filters), so that its compressed chunks can be copied as they are."""
+    want = ff.image_dataset_options(max(1, images.shape[0]), spec.image_shape)
+    return (ff.CHUNK_ROWS == 1 and images.chunks == want["chunks"] and images.dtype == want["dtype"]
+            and images.compression == want["compression"] and images.compression_opts == want["compression_opts"]
+            and bool(images.fletcher32) == want["fletcher32"] and not images.shuffle and images.scaleoffset is None)
+
+
+def _chunk_copier(ranges: list[tuple[int, int, h5py.File]], batch_size: int, progress: bool, desc: str) -> Filler:
+    """Fill a merged file by copying each shard's compressed image chunks unchanged (no decoding, no
+    compressing: the same bytes, so the same content hashes), factors and classes by value; resumable
+    batch by batch like :func:`_fill`."""
+    def fill(f: h5py.File, start: int, stop: int, done: int) -> None:
+        images = f["images"].id
+        tail = (0,) * (len(f["images"].shape) - 1)
+        with tqdm(total=stop - start, initial=done, unit="img", desc=desc, disable=None if progress else True,
+                  file=sys.stderr, dynamic_ncols=True) as bar:
+            for a, b in _batches(start + done, stop, batch_size):
+                for sa, sb, src in ranges:
+                    lo, hi = max(a, sa), min(b, sb)
+                    if lo >= hi:
+                        continue
+                    chunks = src["images"].id
+                    for row in range(lo, hi):
+                        mask, data = chunks.read_direct_chunk((row - sa, *tail))
+                        images.write_direct_chunk((row - start, *tail), data, mask)
+                    f["factors"][lo - start:hi - start] = src["factors"][lo - sa:hi - sa]
+                    if "factor_classes" in f:
+                        f["factor_classes"][lo - start:hi - start] = src["factor_classes"][lo - sa:hi - sa]
+                f.attrs["rows_written"] = b - start
+                f.flush()
+                bar.update(b - a)
+    return fill
 
 
 def add_split(path: str | os.PathLike, split: SplitSpec, *, force: bool = False) -> dict[str, int]:

@@ -323,6 +323,8 @@ def test_cli_plan_errors_exit_2(tmp_path, capsys):
              (["sweep", str(good), "--only", "x/*", "--dir", str(tmp_path / "s")], "matches no job"),
              (["sweep", str(good), "--engine", "cloud"], "invalid choice: 'cloud'"),
              (["sweep", str(good), "--jobs", "0", "--dir", str(tmp_path / "s")], "--jobs must be >= 1"),
+             (["sweep", str(good), "--data-workers", "0", "--dir", str(tmp_path / "s")],
+              "--data-workers 0: give a number of processes"),
              (["sweep", str(good), "--status", "--dry-run"], "give one of"),
              (["sweep", str(good), "--slurm", "partition=x"], "need --engine slurm"),
              (["sweep", str(good), "--engine", "slurm", "--slurm", "time=0:03:00", "--slurm", "signal_delay_s=170"],
@@ -336,6 +338,24 @@ def test_cli_plan_errors_exit_2(tmp_path, capsys):
     assert cli(["sweep", str(good), "--dry-run", "--dir", str(tmp_path / "s")]) == 0
     out = capsys.readouterr().out
     assert "2 jobs" in out and "vae/square/seed1" in out and "to run" in out and not (tmp_path / "s").exists()
+
+
+def test_data_workers_reach_the_datasets_preparation(tmp_path, monkeypatch):
+    """``--data-workers`` (``SweepOptions.data_workers``) is the number of processes that generate a job's
+    dataset where the cache lacks it."""
+    from factorbench.baselines.sweep import _prepare_data
+    from factorbench.benchmark import cache
+
+    monkeypatch.setenv("FACTORBENCH_DATA", str(tmp_path / "data"))
+    seen = []
+
+    def preparing(ref, **kwargs):
+        seen.append(kwargs["workers"])
+        return tmp_path / "data" / "square.h5"
+    monkeypatch.setattr(cache, "prepare_dataset", preparing)
+    job = expand(_plan(tmp_path))[0]
+    assert _prepare_data(job, SweepOptions(data_workers=6)) == tmp_path / "data" / "square.h5"
+    assert seen == [6] * len(job.protocols)
 
 
 def test_default_sweep_directory_is_named_by_the_plan(tmp_path, monkeypatch):

@@ -41,6 +41,17 @@ def test_a_file_rewritten_in_place_is_verified_again_and_refused(tmp_path):
         evaluate(TINY, "ideal", data_dir=tmp_path, progress=False)
 
 
+def test_a_dataset_prepared_by_several_processes_is_the_pinned_one(tmp_path):
+    """``workers`` generate the cache's copy in shards: the pinned images, every split, no shard left."""
+    one = prepare_dataset(TINY.dataset, directory=tmp_path / "one", progress=False)
+    two = prepare_dataset(TINY.dataset, directory=tmp_path / "two", progress=False, workers=2)
+    assert one.name == two.name
+    assert verified_hashes(two) == verified_hashes(one)
+    assert verified_hashes(two)["images"] == REFERENCE_IMAGES["square"]
+    assert sorted(p.name for p in two.parent.iterdir() if not p.name.startswith(".")) == \
+        [two.name, two.name + ".verified.json"]
+
+
 def test_results_carry_the_hashes_of_the_data_read(tmp_path):
     before = evaluate(TINY, "ideal", data_dir=tmp_path, progress=False)
     assert before.dataset["sha256"]["images"] == REFERENCE_IMAGES["square"]

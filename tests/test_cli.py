@@ -56,6 +56,12 @@ def test_shard_and_merge_from_the_cli(tmp_path, capsys):
     assert run(capsys, "merge", str(merged), "--quiet")[0] == 0
     with h5py.File(single, "r") as a, h5py.File(merged, "r") as b:
         assert a.attrs["manifest"] == b.attrs["manifest"]
+    workers = tmp_path / "c.h5"
+    assert run(capsys, "generate", "arrow", "--out", str(workers), "--workers", "2", "--quiet")[0] == 0
+    with h5py.File(single, "r") as a, h5py.File(workers, "r") as c:
+        assert a.attrs["manifest"] == c.attrs["manifest"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a.h5", "b.h5", "c.h5"]
+                                                                 + [f"b.h5.shard-{i}-of-3" for i in range(3)])
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -64,6 +70,8 @@ def test_shard_and_merge_from_the_cli(tmp_path, capsys):
     (["generate", "square", "--out", "{tmp}/x.h5", "--param", "side=big"], "'side' expects int"),
     (["generate", "square", "--out", "{tmp}/x.h5", "--param", "side"], "--param expects key=value"),
     (["generate", "square", "--out", "{tmp}/x.h5", "--shard", "3/2"], "shard 3/2 is invalid"),
+    (["generate", "square", "--out", "{tmp}/x.h5", "--workers", "0"], "workers must be a whole number"),
+    (["generate", "square", "--out", "{tmp}/x.h5", "--workers", "2", "--shard", "0/2"], "not both"),
     (["generate", "square", "--out", "{tmp}/x.h5", "--n", "10"], "full grid of 4096"),
     (["generate", "square", "--out", "{tmp}/nodir/x.h5"], "does not exist"),
     (["generate", "square", "--out", "{tmp}/x.h5", "--seed", "-1"], "non-negative"),

@@ -1,5 +1,6 @@
 """Writing, reading back, sharding, resuming and verifying dataset files."""
 
+import hashlib
 import json
 
 import h5py
@@ -67,6 +68,110 @@ def test_shards_merge_into_the_single_process_file(tmp_path, toy, count):
     assert m1 == m2
     assert all(np.array_equal(x1[k], x2[k]) for k in x1)
     assert verify(merged).ok
+
+
+def test_merge_copies_the_shards_compressed_chunks_as_they_are(tmp_path, toy, monkeypatch):
+    """Merging copies each image's stored chunk (no decoding and compressing again): the merged file holds
+    the single-process file's chunk bytes, and the decoding writer is never called."""
+    from factorbench.generators import writer
+
+    single = write_dataset(toy, tmp_path / "single.h5", seed=1, n=700, progress=False)
+    out = tmp_path / "merged.h5"
+    for i in range(3):
+        write_dataset(toy, out, seed=1, n=700, shard=f"{i}/3", progress=False, batch_size=64)
+
+    def decoding_writer(*args, **kwargs):
+        raise AssertionError("merge decoded and compressed the images again")
+    monkeypatch.setattr(writer, "_fill", decoding_writer)
+    merged = merge_shards(out, progress=False, batch_size=100)
+    with h5py.File(single, "r") as a, h5py.File(merged, "r") as b:
+        assert a.attrs["manifest"] == b.attrs["manifest"]
+        for row in (0, 233, 234, 466, 467, 699):  # both sides of each shard's boundary
+            assert a["images"].id.read_direct_chunk((row, 0, 0, 0)) == b["images"].id.read_direct_chunk((row, 0, 0, 0))
+    assert verify(merged).ok
+
+
+def test_workers_write_the_single_process_file_and_keep_a_finished_shard(tmp_path, monkeypatch):
+    """``workers=W`` renders W shards in fresh processes and joins them: the same content as one process, no
+    shard left behind. A shard finished before (an interrupted run) is kept, not rendered again."""
+    from factorbench.generators import writer
+
+    gen = get("square")
+    single = write_dataset(gen, tmp_path / "single.h5", progress=False)
+    out = tmp_path / "parallel.h5"
+    write_dataset(gen, out, shard="1/3", progress=False)
+    with h5py.File(Shard(1, 3).path(out), "a") as f:
+        f.attrs["kept"] = 1  # a mark the merge would not find on a shard rendered again
+    seen = []
+
+    def spying_merge(target, shards, **kwargs):
+        with h5py.File(shards[1], "r") as f:
+            seen.append((int(f.attrs.get("kept", 0)), kwargs["check_contents"]))
+        return merge_shards(target, shards, **kwargs)
+    monkeypatch.setattr(writer, "merge_shards", spying_merge)
+    assert write_dataset(gen, out, progress=False, workers=3) == out
+    assert write_dataset(gen, tmp_path / "fresh.h5", progress=False, workers=2) == tmp_path / "fresh.h5"
+    # the kept shard is checked against its manifest before it is joined; shards just hashed are not again
+    assert seen == [(1, True), (0, False)]
+    (m1, x1), (m2, x2), (m3, _) = _contents(single), _contents(out), _contents(tmp_path / "fresh.h5")
+    assert m1 == m2 == m3 and all(np.array_equal(x1[k], x2[k]) for k in x1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.h5", "parallel.h5", "single.h5"]
+    assert verify(out).ok
+
+
+def test_hashing_stored_image_chunks_equals_reading_them_through_hdf5(tmp_path, monkeypatch):
+    """``inflate``: images hashed from their stored chunks, inflated in threads, give the hash HDF5's reads
+    give; other storage (several rows a chunk) is read through HDF5. Without it, a chunk whose checksum
+    fails is an error even where it inflates (so verification still proves every chunk readable)."""
+    monkeypatch.setattr(ff, "HASH_THREADS", 3)
+    path = write_dataset(get("square"), tmp_path / "s.h5", progress=False)
+    with h5py.File(path, "r") as f, h5py.File(tmp_path / "other.h5", "w") as g:
+        images = f["images"]
+        assert ff._one_deflated_row_per_chunk(images)
+        fast = ff.sha256_rows(images, block=100, inflate=True)
+        assert fast == ff.sha256_rows(images) == hashlib.sha256(images[:].tobytes()).hexdigest()
+        g.create_dataset("images", data=images[:], chunks=(64, 64, 64, 1), compression="gzip")
+        g.create_dataset("plain", data=images[:], chunks=(1, 64, 64, 3), compression="gzip")
+        assert not ff._one_deflated_row_per_chunk(g["images"]) and ff._one_deflated_row_per_chunk(g["plain"])
+        assert ff.sha256_rows(g["images"], inflate=True) == ff.sha256_rows(g["plain"], block=7, inflate=True) == fast
+    _flip_byte(path, "images", chunk=3)  # a flip that inflates to the same pixels, its fletcher32 sum off
+    with h5py.File(path, "r") as f:
+        assert ff.sha256_rows(f["images"], inflate=True) == fast
+        with pytest.raises(ff.UnreadableData, match="rows 0..1023 cannot be read"):
+            ff.sha256_rows(f["images"])
+    assert not verify(path).ok
+
+
+@pytest.mark.parametrize("workers, shard, message", [
+    (0, None, "workers must be a whole number"), (True, None, "workers must be a whole number"),
+    (2.0, None, "workers must be a whole number"), (2, "0/2", "not both")])
+def test_bad_worker_counts_are_refused_before_anything_is_written(tmp_path, workers, shard, message):
+    with pytest.raises(FactorbenchError, match=message):
+        write_dataset(get("square"), tmp_path / "x.h5", progress=False, workers=workers, shard=shard)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_shard_of_another_dataset_is_never_joined(tmp_path):
+    """A shard file of another seed where the workers would write theirs: an error that names it, nothing
+    written; with ``force`` it is replaced and the file is this dataset."""
+    gen = get("square")
+    out = tmp_path / "x.h5"
+    write_dataset(gen, out, shard="0/2", seed=1, progress=False)
+    with pytest.raises(FactorbenchError, match=r"x.h5.shard-0-of-2 is not a shard of this dataset"):
+        write_dataset(gen, out, progress=False, workers=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.h5.shard-0-of-2"]
+    write_dataset(gen, out, progress=False, workers=2, force=True)
+    single = write_dataset(gen, tmp_path / "single.h5", progress=False)
+    assert _contents(out)[0] == _contents(single)[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["single.h5", "x.h5"]
+
+
+def test_a_generator_that_cannot_travel_to_other_processes_is_refused(tmp_path):
+    gen = get("square")
+    object.__setattr__(gen, "unpicklable", lambda: None)
+    with pytest.raises(FactorbenchError, match="cannot be rendered by several processes"):
+        write_dataset(gen, tmp_path / "x.h5", progress=False, workers=2)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_merge_refuses_missing_or_foreign_shards(tmp_path, toy):

@@ -63,6 +63,8 @@
 #                     (minimal_loop.py's options: --precision, --seeds K, --compile [--compile-mode M], --cuda-graph)
 #   SWEEP_PLAN=almudevar-ortega-v1   SWEEP_ONLY='*/dsprites/*'   SWEEP_JOBS=$PACK   SWEEP_PRECISION=fp32
 #   SWEEP_CAP=480 (the sweep step's timeout, s; the last SWEEP_COLLECT_S=25 of it collect what finished)
+#   SWEEP_DATA_WORKERS=$(nproc)   processes that generate a dataset the jobs need (--data-workers): on a
+#                     lease of 2026-11-29 one process took 280 s of a 520 s step to make MPI3D-toy, the GPU idle
 #   SWEEP_MPS=1       the sweep's jobs share the GPU through the CUDA MPS daemon (started and stopped around
 #                     the step; without it where it cannot start, and the summary says why)
 #   TESTS_CAP=110 (the tests step's timeout, s)
@@ -793,7 +795,8 @@ step_sweep() {
     gpu_sampler_start "$WORK/logs/gpu-sweep.csv"
     tmo $(( STEP_T - collect_s )) "$VPY" -m factorbench.benchmark.cli sweep "$SWEEP_PLAN" --dir "$dir" \
         ${SWEEP_ONLY:+--only "$SWEEP_ONLY"} --jobs "${SWEEP_JOBS:-$PACK}" ${pack[@]+"${pack[@]}"} --device "$DEVICE" \
-        --precision "${SWEEP_PRECISION:-fp32}" --threads "$THREADS" > "$log" 2>&1
+        --precision "${SWEEP_PRECISION:-fp32}" --threads "$THREADS" \
+        --data-workers "${SWEEP_DATA_WORKERS:-$(nproc)}" > "$log" 2>&1
     rc=$?
     util=$(gpu_sampler_stop "$WORK/logs/gpu-sweep.csv")
     [ -n "$mps_note" ] && mps_stop
