@@ -64,7 +64,8 @@
 #   SWEEP_PLAN=almudevar-ortega-v1   SWEEP_ONLY='*/dsprites/*'   SWEEP_JOBS=$PACK   SWEEP_PRECISION=fp32
 #   SWEEP_CAP=480 (the sweep step's timeout, s; the last SWEEP_COLLECT_S=25 of it collect what finished)
 #   SWEEP_DATA_WORKERS=$(nproc)   processes that generate a dataset the jobs need (--data-workers): on a
-#                     lease of 2026-11-29 one process took 280 s of a 520 s step to make MPI3D-toy, the GPU idle
+#                     lease of 2026-11-29 one process took 280 s of a 520 s step to prepare MPI3D-toy, the GPU
+#                     idle; 16 processes generated it in 129.5 s there (splits and verification come after)
 #   SWEEP_MPS=1       the sweep's jobs share the GPU through the CUDA MPS daemon (started and stopped around
 #                     the step; without it where it cannot start, and the summary says why)
 #   TESTS_CAP=110 (the tests step's timeout, s)
