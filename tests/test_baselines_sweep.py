@@ -820,10 +820,9 @@ def test_collect_leaves_out_a_run_scored_on_other_images_than_the_pinned_copy(sw
     assert f"left out square-lsbd-v1/vae: seeds [{job.seed}] not finished" in lines
 
 
-def test_restore_leaves_out_a_run_of_other_weights_than_the_jobs_results(swept, tmp_path):
-    """A job's protocols score one run: where the sweep directory holds a result of other weights whose run is
-    finished there (the sweep scores the missing protocol on it), the reference file's run of the same job is
-    not restored beside it, nor is a source that brings only some of the job's protocols."""
+def _restored_with_a_result_of_other_weights(swept, tmp_path):
+    """A sweep directory restored from the collected reference files, then job 0's second result removed
+    and its first made to name other weights (``0`` * 64): (plan, reference dir, directory, job, result)."""
     plan, sweep_dir, _ = swept
     out = tmp_path / "reference"
     collect(plan, sweep_dir, out, **QUIET)
@@ -833,8 +832,17 @@ def test_restore_leaves_out_a_run_of_other_weights_than_the_jobs_results(swept, 
     restore(plan, fresh, out, **QUIET)
     result_path(fresh, second, job).unlink()
     other = json.loads(result_path(fresh, first, job).read_text())
-    other["training"]["weights_sha256"] = "0" * 64  # scored another run of the same job, finished here
+    other["training"]["weights_sha256"] = "0" * 64
     result_path(fresh, first, job).write_text(json.dumps(other))
+    return plan, out, fresh, job, other
+
+
+def test_restore_leaves_out_a_run_of_other_weights_than_the_jobs_results(swept, tmp_path):
+    """A job's protocols score one run: where the sweep directory holds a result of other weights whose run is
+    finished there (the sweep scores the missing protocol on it), the reference file's run of the same job is
+    not restored beside it, nor is a source that brings only some of the job's protocols."""
+    plan, out, fresh, job, other = _restored_with_a_result_of_other_weights(swept, tmp_path)
+    first, second = job.protocols  # the first scored another run of the same job, finished here
     (fresh / "runs" / other["training"]["run_hash"]).mkdir(parents=True)
     (fresh / "runs" / other["training"]["run_hash"] / "DONE").write_text("{}")
     before = _tree(fresh)
@@ -860,17 +868,8 @@ def test_restore_replaces_results_whose_weights_are_nowhere_by_a_whole_run(swept
     the job unfinished) are a dead end: the sweep would train the job again. A source that scored every
     protocol of the job on one run (another machine trained it again) takes their place at once, with a job
     record saying where it came from; the sweep then skips the job."""
-    plan, sweep_dir, _ = swept
-    out = tmp_path / "reference"
-    collect(plan, sweep_dir, out, **QUIET)
-    job = expand(plan)[0]
-    first, second = job.protocols
-    fresh = tmp_path / "fresh"
-    restore(plan, fresh, out, **QUIET)
-    result_path(fresh, second, job).unlink()
-    other = json.loads(result_path(fresh, first, job).read_text())
-    other["training"]["weights_sha256"] = "0" * 64  # an older run of the job, its weights not kept
-    result_path(fresh, first, job).write_text(json.dumps(other))
+    plan, out, fresh, job, _ = _restored_with_a_result_of_other_weights(swept, tmp_path)
+    sweep_dir = swept[1]  # the first result scored an older run of the job, its weights not kept
     state_path(fresh, job).write_text(json.dumps({"job": job.id, "state": "interrupted", "attempts": 2}))
     lines: list[str] = []
     written = restore(plan, fresh, out, echo=lines.append)
