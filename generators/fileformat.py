@@ -106,7 +106,7 @@ def _sha256_inflated(ds: h5py.Dataset, block: int) -> str:
     a thread ahead of the hash (bounded memory). Equal to reading the rows through HDF5 where the chunks
     are sound, faster (HDF5's filter pipeline is skipped); but the fletcher32 sums are not checked, so it
     proves no chunk readable: only for chunks that were read through HDF5 before (a merge's, copied from
-    shards their writers hashed) or will be (a file verified next)."""
+    shards their writers hashed)."""
     rows, trim, zeros = ds.shape[0], 4 if ds.fletcher32 else 0, (0,) * (ds.ndim - 1)
     row_bytes = int(np.prod(ds.shape[1:]))
     dsid = ds.id
