@@ -174,18 +174,31 @@ def _open_partial(partial: Path, spec: DatasetSpec, start: int, stop: int, rende
     return f, 0
 
 
-def _fill(f: h5py.File, source: BatchSource, start: int, stop: int, done: int, batch_size: int,
+#: writes rows ``[a, b)`` of the dataset into an open partial file whose first row is ``start``: (f, start, a, b)
+RowWriter = Callable[[h5py.File, int, int, int], None]
+
+
+def _write_rendered(source: BatchSource) -> RowWriter:
+    """Rows drawn by ``source`` (rendered, or read from shards), written by value: HDF5 compresses them."""
+    def write(f: h5py.File, start: int, a: int, b: int) -> None:
+        values, classes, images = source(a, b)
+        lo, hi = a - start, b - start
+        f["images"][lo:hi] = images
+        f["factors"][lo:hi] = values
+        if classes is not None:
+            f["factor_classes"][lo:hi] = classes
+    return write
+
+
+def _fill(f: h5py.File, write_rows: RowWriter, start: int, stop: int, done: int, batch_size: int,
           progress: bool, desc: str) -> None:
+    """Write rows ``[start + done, stop)`` batch by batch, each followed by its progress mark (so a run
+    interrupted between batches resumes after the last one written)."""
     with tqdm(total=stop - start, initial=done, unit="img", desc=desc, disable=None if progress else True,
               file=sys.stderr, dynamic_ncols=True) as bar:
         for a, b in _batches(start + done, stop, batch_size):
-            values, classes, images = source(a, b)
-            lo, hi = a - start, b - start
-            f["images"][lo:hi] = images
-            f["factors"][lo:hi] = values
-            if classes is not None:
-                f["factor_classes"][lo:hi] = classes
-            f.attrs["rows_written"] = hi
+            write_rows(f, start, a, b)
+            f.attrs["rows_written"] = b - start
             f.flush()
             bar.update(b - a)
 
@@ -215,13 +228,11 @@ def _finalise(f: h5py.File, spec: DatasetSpec, renderer: str, shard: Shard | Non
         del f.attrs[key]
 
 
-#: writes rows ``[start + done, stop)`` of an open partial file itself (a merge copying compressed chunks)
-Filler = Callable[[h5py.File, int, int, int], None]
-
-
 def _write(out: Path, spec: DatasetSpec, source: BatchSource, renderer: str, has_classes: bool, *,
            force: bool, shard: Shard | None, batch_size: int, progress: bool, desc: str,
-           fill: Filler | None = None) -> Path:
+           rows: RowWriter | None = None) -> Path:
+    """Write the dataset (or ``shard``) into ``out`` through its partial file, rows drawn from ``source`` and
+    written by value, or by ``rows`` (a merge copying compressed chunks)."""
     target = shard.path(out) if shard else out
     _check_destination(target, force)
     if batch_size < 1:
@@ -233,11 +244,8 @@ def _write(out: Path, spec: DatasetSpec, source: BatchSource, renderer: str, has
     fresh = not partial.exists()
     f, done = _open_partial(partial, spec, start, stop, renderer, has_classes, log)
     try:
-        if fill is None:
-            _fill(f, source, start, stop, done, batch_size, progress, desc)
-        else:
-            fill(f, start, stop, done)
-        _finalise(f, spec, renderer, shard, inflate=fill is not None)
+        _fill(f, rows or _write_rendered(source), start, stop, done, batch_size, progress, desc)
+        _finalise(f, spec, renderer, shard, inflate=rows is not None)
     except KeyboardInterrupt:
         f.close()
         raise GenerationInterrupted(f"interrupted; {partial} keeps the rows written so far: run the same command "
@@ -483,49 +491,43 @@ def merge_shards(out: str | os.PathLike, shards: list[str | os.PathLike] | None 
 
         first = opened[0][1]
         desc = f"merge {spec.generator}"
-        fill = (_chunk_copier(ranges, batch_size, progress, desc)
-                if all(_stored_as_written(f["images"], spec) for _, f in opened) else None)
+        rows = _chunk_copier(ranges) if all(_stored_as_written(f["images"], spec) for _, f in opened) else None
         return _write(out, spec, source, str(first.attrs["renderer"]), "factor_classes" in first, force=force,
-                      shard=None, batch_size=batch_size, progress=progress, desc=desc, fill=fill)
+                      shard=None, batch_size=batch_size, progress=progress, desc=desc, rows=rows)
     finally:
         for _, f in opened:
             f.close()
 
 
 def _stored_as_written(images: h5py.Dataset, spec: DatasetSpec) -> bool:
-    """Whether a shard's images are stored as a file written now stores them (one image per chunk, the same
-    filters), so that its compressed chunks can be copied as they are."""
+    """Whether a shard's images are stored as a file written now stores them (one image per chunk, the
+    filters and level of :func:`fileformat.image_dataset_options`), so that its compressed chunks can be
+    copied as they are."""
     want = ff.image_dataset_options(max(1, images.shape[0]), spec.image_shape)
-    return (ff.CHUNK_ROWS == 1 and images.chunks == want["chunks"] and images.dtype == want["dtype"]
-            and images.compression == want["compression"] and images.compression_opts == want["compression_opts"]
-            and bool(images.fletcher32) == want["fletcher32"] and not images.shuffle and images.scaleoffset is None)
+    return (ff._one_deflated_row_per_chunk(images) and images.chunks == want["chunks"]
+            and images.dtype == want["dtype"] and images.compression == want["compression"]
+            and images.compression_opts == want["compression_opts"]
+            and bool(images.fletcher32) == want["fletcher32"])
 
 
-def _chunk_copier(ranges: list[tuple[int, int, h5py.File]], batch_size: int, progress: bool, desc: str) -> Filler:
-    """Fill a merged file by copying each shard's compressed image chunks unchanged (no decoding, no
-    compressing: the same bytes, so the same content hashes), factors and classes by value; resumable
-    batch by batch like :func:`_fill`."""
-    def fill(f: h5py.File, start: int, stop: int, done: int) -> None:
+def _chunk_copier(ranges: list[tuple[int, int, h5py.File]]) -> RowWriter:
+    """Rows written by copying each shard's compressed image chunks unchanged (no decoding, no compressing:
+    the same bytes, so the same content hashes), factors and classes by value."""
+    def write(f: h5py.File, start: int, a: int, b: int) -> None:
         images = f["images"].id
         tail = (0,) * (len(f["images"].shape) - 1)
-        with tqdm(total=stop - start, initial=done, unit="img", desc=desc, disable=None if progress else True,
-                  file=sys.stderr, dynamic_ncols=True) as bar:
-            for a, b in _batches(start + done, stop, batch_size):
-                for sa, sb, src in ranges:
-                    lo, hi = max(a, sa), min(b, sb)
-                    if lo >= hi:
-                        continue
-                    chunks = src["images"].id
-                    for row in range(lo, hi):
-                        mask, data = chunks.read_direct_chunk((row - sa, *tail))
-                        images.write_direct_chunk((row - start, *tail), data, mask)
-                    f["factors"][lo - start:hi - start] = src["factors"][lo - sa:hi - sa]
-                    if "factor_classes" in f:
-                        f["factor_classes"][lo - start:hi - start] = src["factor_classes"][lo - sa:hi - sa]
-                f.attrs["rows_written"] = b - start
-                f.flush()
-                bar.update(b - a)
-    return fill
+        for sa, sb, src in ranges:
+            lo, hi = max(a, sa), min(b, sb)
+            if lo >= hi:
+                continue
+            chunks = src["images"].id
+            for row in range(lo, hi):
+                mask, data = chunks.read_direct_chunk((row - sa, *tail))
+                images.write_direct_chunk((row - start, *tail), data, mask)
+            f["factors"][lo - start:hi - start] = src["factors"][lo - sa:hi - sa]
+            if "factor_classes" in f:
+                f["factor_classes"][lo - start:hi - start] = src["factor_classes"][lo - sa:hi - sa]
+    return write
 
 
 def add_split(path: str | os.PathLike, split: SplitSpec, *, force: bool = False) -> dict[str, int]:

@@ -82,7 +82,7 @@ def test_merge_copies_the_shards_compressed_chunks_as_they_are(tmp_path, toy, mo
 
     def decoding_writer(*args, **kwargs):
         raise AssertionError("merge decoded and compressed the images again")
-    monkeypatch.setattr(writer, "_fill", decoding_writer)
+    monkeypatch.setattr(writer, "_write_rendered", decoding_writer)
     merged = merge_shards(out, progress=False, batch_size=100)
     with h5py.File(single, "r") as a, h5py.File(merged, "r") as b:
         assert a.attrs["manifest"] == b.attrs["manifest"]
