@@ -44,10 +44,16 @@ def job_costs(plan_name: str, reference_dir: Path | None = None) -> dict[str, di
                 if sweep.get("plan") == plan_name and sweep.get("job") == job.id:
                     trained = training.get("trained") or {}
                     found[job.id] = {"cpu_s": trained.get("cpu_time_s"), "wall_s": trained.get("wall_time_s"),
-                                     "precision": trained.get("precision"), "cpu": trained.get("device_name"),
+                                     "precision": trained.get("precision"), "cpu": _device_label(trained),
                                      "steps": (training.get("budget") or {}).get("steps"),
                                      "evaluation_s": sweep.get("evaluation_wall_time_s")}
     return {job.id: found.get(job.id) for job in jobs}
+
+
+def _device_label(trained: dict[str, Any]) -> str | None:
+    """The device's name, with its signature (family, model, vector units) where the run recorded one."""
+    name, signature = trained.get("device_name"), trained.get("device_signature")
+    return f"{name} ({signature})" if name and signature else name
 
 
 def _number(value: Any) -> str:

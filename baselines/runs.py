@@ -108,6 +108,7 @@ class RunEncoder:
         self.step = self.config.steps if final else int(step)  # type: ignore[arg-type]
         self.description = (f"run {self.config.name} {info['run_hash'][:12]} ({self.run_dir.name}"
                             + ("" if final else f", step {self.step}") + ")")
+        done = info["done"] or {}
         self.provenance = {
             "run_hash": info["run_hash"], "model": self.config.name, "config": info["config"],
             "config_hash": info["config_hash"], "training_data": info["data"],
@@ -116,9 +117,10 @@ class RunEncoder:
             "weights_sha256": weights_sha256(weights),
             # a snapshot of a run still training (a learning curve) has no DONE record yet: "finished" says so
             "trained": {"finished": finished,
-                        **{k: (info["done"] or {}).get(k) for k in ("wall_time_s", "cpu_time_s", "threads", "device",
-                                                                    "device_name", "precision", "torch_version",
-                                                                    "package_version")}},
+                        **{k: done.get(k) for k in ("wall_time_s", "cpu_time_s", "threads", "device", "device_name",
+                                                    "precision", "torch_version", "package_version")},
+                        # recorded since 2026-12 (two CPUs of one model name differ in their vector units)
+                        **{k: done[k] for k in ("device_signature",) if done.get(k)}},
         }
 
     def __call__(self, images: np.ndarray) -> tuple[np.ndarray, np.ndarray] | np.ndarray:

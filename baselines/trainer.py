@@ -402,6 +402,17 @@ def _device_name(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model_name()
 
 
+def _device_signature(device: torch.device) -> str:
+    """What the name leaves out and the time per step depends on: a CPU's family, model and vector units
+    (:func:`factorbench.benchmark.environment.cpu_signature`), a GPU's compute capability."""
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        return f"compute capability {major}.{minor}"
+    from factorbench.benchmark.environment import cpu_signature
+
+    return cpu_signature()
+
+
 def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path, device: torch.device,
            precision: str, resume: bool, options: TrainOptions, draw: Any = None,
            stop_event: threading.Event | None = None) -> TrainResult:
@@ -446,6 +457,7 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
             scaler.load_state_dict(extra["scaler"])
     resident = _resident_images(data, device, options.resident_data) if draw is None else None
     segment = {"from_step": start, "device": str(device), "device_name": _device_name(device),
+               "device_signature": _device_signature(device),
                "precision": precision, "noise": noise, "threads": torch.get_num_threads(),
                "data_on_device": resident is not None}
     if device.type == "cuda":
@@ -556,6 +568,7 @@ def _train(config: ModelConfig, data: TrainingData, spec: RunSpec, run_dir: Path
         write_samples(model, data, run_dir / SAMPLES, device=device)
     done = {"steps": step, "wall_time_s": wall, "cpu_time_s": cpu_before + time.process_time() - cpu_start,
             "steps_per_s": rate, "device": str(device), "device_name": _device_name(device),
+            "device_signature": _device_signature(device),
             "precision": precision, "threads": torch.get_num_threads(), "segments": segments,
             "torch_version": torch.__version__, "package_version": package_version(),
             "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}

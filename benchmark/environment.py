@@ -12,11 +12,15 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["LIBRARIES", "cpu_model_name", "cpuinfo", "environment_record", "source_commit", "source_root",
-           "usable_cores"]
+__all__ = ["LIBRARIES", "SPEED_FLAGS", "cpu_model_name", "cpu_signature", "cpuinfo", "environment_record",
+           "source_commit", "source_root", "usable_cores"]
 
 #: distributions whose versions a result records (absent ones are left out)
 LIBRARIES = ("numpy", "scipy", "scikit-learn", "h5py", "torch")
+
+#: /proc/cpuinfo flags that set PyTorch's and BLAS's speed on a CPU: 256- and 512-bit vectors, bf16 dot
+#: products, AMX tiles (oneDNN picks its kernels by them)
+SPEED_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
 
 
 def cpuinfo() -> str:
@@ -34,6 +38,31 @@ def cpu_model_name() -> str:
         if key.strip() == "model name" and value.strip():
             return value.strip()
     return platform.processor() or platform.machine()
+
+
+def cpu_signature(text: str | None = None) -> str:
+    """What tells apart two CPUs that share a model name (a virtual machine's "AMD EPYC" is a Zen 3 without
+    AVX-512 on one host and a Zen 4 with AVX512-BF16 on another): vendor, family, model and stepping of the
+    first processor in /proc/cpuinfo (or ``text``), and which of :data:`SPEED_FLAGS` it has, e.g.
+    "AuthenticAMD family 25 model 17 stepping 1; avx2 avx512f avx512_bf16". "" where there is no cpuinfo."""
+    fields: dict[str, str] = {}
+    for line in (cpuinfo() if text is None else text).splitlines():
+        if not line.strip():
+            if fields:
+                break  # the first processor's block is enough: a machine's cores are alike
+            continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    if not fields:
+        return ""
+    identity = " ".join(part for part in (fields.get("vendor_id", ""),
+                                          *(f"{name} {fields[key]}" for key, name in (
+                                              ("cpu family", "family"), ("model", "model"),
+                                              ("stepping", "stepping")) if fields.get(key)))
+                        if part)
+    flags = set(fields.get("flags", "").split())
+    units = " ".join(flag for flag in SPEED_FLAGS if flag in flags) or "none of " + " ".join(SPEED_FLAGS)
+    return f"{identity or 'unknown CPU'}; {units}"
 
 
 def usable_cores() -> int:
@@ -70,8 +99,12 @@ def source_commit() -> str:
 
 @lru_cache(maxsize=1)
 def environment_record() -> dict[str, str]:
-    """``{"python", "machine", "cpu", "factorbench_commit", "<library>": version, ...}``."""
+    """``{"python", "machine", "cpu", "cpu_signature", "factorbench_commit", "<library>": version, ...}``
+    (``cpu_signature`` and the commit where known)."""
     record = {"python": platform.python_version(), "machine": platform.machine(), "cpu": cpu_model_name()}
+    signature = cpu_signature()
+    if signature:
+        record["cpu_signature"] = signature
     for name in LIBRARIES:
         try:
             record[name] = metadata.version(name)

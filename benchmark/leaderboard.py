@@ -323,6 +323,7 @@ def _provenance(run: EvaluationResult) -> list[tuple[str, str]]:
                             f"{(training.get('budget') or {}).get('batch_size', '')}"),
                  ("trained on", f"{trained.get('device', '')}"
                                 + (f" {trained['device_name']}" if trained.get("device_name") else "")
+                                + (f" [{trained['device_signature']}]" if trained.get("device_signature") else "")
                                 + f" ({trained.get('precision', '')}), "
                                 f"{float(trained.get('wall_time_s', 0.0)) / 60:.1f} min"
                                 + (f" ({float(trained['cpu_time_s']) / 60:.1f} CPU min, {trained.get('threads')} "

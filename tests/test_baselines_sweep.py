@@ -25,6 +25,7 @@ from factorbench.baselines.plan import expand, load_plan, parse_plan, select  # 
 from factorbench.baselines.sweep import (SweepOptions, _job_lock, collect, format_status, restore,  # noqa: E402
                                          job_done, result_path, run_job, run_sweep, state_path, sweep_status)
 from factorbench.baselines.trainer import cpu_model_name  # noqa: E402
+from factorbench.benchmark.environment import cpu_signature  # noqa: E402
 from factorbench.benchmark.cli import main as cli  # noqa: E402
 from factorbench.generators.errors import FactorbenchError  # noqa: E402
 
@@ -388,6 +389,9 @@ def test_local_sweep_writes_one_result_per_protocol_model_seed(swept):
             assert data["training"]["trained"]["device"] == "cpu" and data["training"]["trained"]["wall_time_s"] > 0
             # the CPU's model name travels with the time: CPU seconds per job depend on it
             assert data["training"]["trained"]["device_name"] == cpu_model_name() != ""
+            # and, where /proc/cpuinfo tells it, what that name leaves out (family, model, vector units)
+            assert data["training"]["trained"].get("device_signature") == (cpu_signature() or None)
+            assert data["environment"].get("cpu_signature") == (cpu_signature() or None)
             assert "path" not in data["dataset"] and data["timings"]["wall"] > 0
         record = json.loads(state_path(sweep_dir, job).read_text())
         assert record["state"] == "done" and record["attempts"] == 1 and record["cpu_s"] > 0

@@ -412,9 +412,15 @@ def test_a_same_device_resume_records_its_segments(generated, tmp_path):
     config = _tiny("vae", steps=20)
     train(config, generated("square"), tmp_path / "run", options=QUIET.__class__(**{**QUIET.__dict__, "stop_after": 8}))
     train(config, generated("square"), tmp_path / "run", resume=True, options=QUIET)
-    segments = json.loads((tmp_path / "run" / "DONE").read_text())["segments"]
+    done = json.loads((tmp_path / "run" / "DONE").read_text())
+    segments = done["segments"]
     assert [(s["from_step"], s["noise"]) for s in segments] == [(0, "seeded"), (8, "restored")]
     assert segments[0]["device"] == segments[1]["device"] and segments[0]["precision"] == segments[1]["precision"]
+    # each segment and the run name the CPU beyond its model name (family, model, vector units)
+    from factorbench.benchmark.environment import cpu_signature
+
+    assert segments[0]["device_signature"] == segments[1]["device_signature"] == done["device_signature"]
+    assert done["device_signature"] == cpu_signature()
 
 
 def test_tensorboard_holds_what_log_csv_holds_also_after_a_resume(generated, tmp_path):

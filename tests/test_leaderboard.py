@@ -146,6 +146,8 @@ def test_a_trained_model_page_names_its_config_plan_and_seed(tmp_path):
                            "trained": {"device": "cpu", "device_name": "Some CPU Model", "precision": "bf16",
                                        "wall_time_s": 120.0, "cpu_time_s": 90.0, "threads": 1,
                                        "torch_version": "2.13.0+cpu"}}
+        if seed == 1:  # recorded since 2026-12: what the name leaves out
+            run["training"]["trained"]["device_signature"] = "GenuineIntel family 6 model 143 stepping 8; avx2"
         from factorbench.benchmark.results import EvaluationResult
 
         run.pop("checksum", None)
@@ -161,6 +163,7 @@ def test_a_trained_model_page_names_its_config_plan_and_seed(tmp_path):
     # the settings as a table and the command that reproduces the row
     assert "<h2>Settings</h2>" in text and "factorbench sweep my-plan --only &#x27;my-vae/square/*&#x27;" in text
     assert "cpu Some CPU Model (bf16), 2.0 min (1.5 CPU min, 1 threads), torch 2.13.0+cpu" in text
+    assert ("cpu Some CPU Model [GenuineIntel family 6 model 143 stepping 8; avx2] (bf16), 2.0 min" in text)
     # the plan is not shipped: the page says its settings were not checked
     assert "is not shipped with factorbench" in (out / "square-lsbd-v1" / "index.html").read_text()
 

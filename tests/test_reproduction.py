@@ -330,6 +330,16 @@ def test_the_cost_table_covers_every_job_and_is_up_to_date():
     assert costs["beta-vae/coil100/seed0"]["precision"] == "fp32" and costs["beta-vae/coil100/seed0"]["cpu_s"] > 0
 
 
+def test_the_cost_table_names_a_cpu_by_its_signature_where_the_run_recorded_one():
+    from factorbench.baselines.costs import _device_label
+
+    assert _device_label({"device_name": "AMD EPYC"}) == "AMD EPYC"  # runs trained before the record
+    assert _device_label({"device_name": "AMD EPYC", "device_signature": "AuthenticAMD family 25 model 17 "
+                          "stepping 1; avx2 avx512f avx512_bf16"}) == ("AMD EPYC (AuthenticAMD family 25 model 17 "
+                                                                       "stepping 1; avx2 avx512f avx512_bf16)")
+    assert _device_label({}) is None
+
+
 def test_a_variant_is_compared_with_the_row_it_varies():
     """An entry named otherwise than its model is compared with the model's published row, read from the
     shipped plans: the budget variants and the k = 1 ablation; none where the paper has no such row."""
