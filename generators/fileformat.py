@@ -100,27 +100,53 @@ def _one_deflated_row_per_chunk(ds: h5py.Dataset) -> bool:
             and ds.id.get_create_plist().get_nfilters() == (2 if ds.fletcher32 else 1))
 
 
+def fletcher32(chunks: list[bytes]) -> np.ndarray:
+    """HDF5's Fletcher-32 checksum of each byte string, as its fletcher32 filter computes and stores it
+    (``H5_checksum_fletcher32``, HDF5's H5checksum.c: big-endian 16-bit words, an odd last byte as a
+    word's high byte, sums folded to 16 bits with end-around carry), for all of them at once. Folding keeps
+    each sum's value modulo 65535 and never reaches 0 from a positive sum, so the stored sum of a
+    positive total S is (S - 1) mod 65535 + 1, of a zero total 0."""
+    lengths = np.fromiter(map(len, chunks), dtype=np.int64, count=len(chunks))
+    odd = lengths % 2 == 1
+    words = np.frombuffer(b"".join(c + b"\0" if o else c for c, o in zip(chunks, odd)) if odd.any()
+                          else b"".join(chunks), dtype=">u2")
+    n = (lengths + 1) // 2
+    ends = np.cumsum(n)
+    if not len(chunks) or not n.all():
+        raise ValueError("fletcher32: every chunk must hold at least one byte")
+    running = np.cumsum(words, dtype=np.int64)  # sum1 after each word, unfolded
+    before = np.concatenate(([0], running[ends[:-1] - 1]))
+    sum1 = running[ends - 1] - before
+    sum2 = np.add.reduceat(running, ends - n) - n * before  # sum2 adds sum1 after every word
+    folded = [np.where(s == 0, 0, (s - 1) % 65535 + 1) for s in (sum1, sum2)]
+    return (folded[1] << 16) | folded[0]
+
+
 def _sha256_inflated(ds: h5py.Dataset, block: int) -> str:
     """sha256 of the bytes of a dataset stored as :func:`_one_deflated_row_per_chunk`, its chunks read as
-    stored and inflated with zlib in :data:`HASH_THREADS` threads, ``block`` rows a task, at most two tasks
-    a thread ahead of the hash (bounded memory). Equal to reading the rows through HDF5 where the chunks
-    are sound, faster (HDF5's filter pipeline is skipped); but the fletcher32 sums are not checked, so it
-    proves no chunk readable: only for chunks that were read through HDF5 before (a merge's, copied from
-    shards their writers hashed)."""
+    stored, their fletcher32 sums checked (:func:`fletcher32`) and inflated with zlib in
+    :data:`HASH_THREADS` threads, ``block`` rows a task, at most two tasks a thread ahead of the hash
+    (bounded memory). What HDF5's filter pipeline checks, without its serial reads; a chunk it would not
+    take so (a failed sum, a skipped filter, a wrong size) raises :class:`_NotInflatable`."""
     rows, trim, zeros = ds.shape[0], 4 if ds.fletcher32 else 0, (0,) * (ds.ndim - 1)
     row_bytes = int(np.prod(ds.shape[1:]))
     dsid = ds.id
 
     def inflate(a: int, b: int) -> bytes:
-        parts = []
+        stored = []
         for r in range(a, b):
             mask, data = dsid.read_direct_chunk((r, *zeros))
-            if mask:  # a filter skipped for this chunk: HDF5 knows what it holds
+            if mask or len(data) <= trim:  # a filter skipped for this chunk: HDF5 knows what it holds
                 raise _NotInflatable
-            row = zlib.decompress(data[:len(data) - trim])
-            if len(row) != row_bytes:
-                raise _NotInflatable
-            parts.append(row)
+            stored.append(data)
+        if trim:
+            sums = np.frombuffer(b"".join(data[-4:] for data in stored), dtype="<u4")
+            stored = [data[:-4] for data in stored]
+            if not np.array_equal(fletcher32(stored), sums):
+                raise _NotInflatable  # HDF5 names the rows (or takes a sum stored byte-reversed, as it does)
+        parts = [zlib.decompress(data) for data in stored]
+        if any(len(row) != row_bytes for row in parts):
+            raise _NotInflatable
         return b"".join(parts)
 
     h = hashlib.sha256()
@@ -139,11 +165,11 @@ def _sha256_inflated(ds: h5py.Dataset, block: int) -> str:
     return h.hexdigest()
 
 
-def sha256_rows(ds: h5py.Dataset, block: int = READ_BLOCK_ROWS, *, inflate: bool = False) -> str:
-    """sha256 of a dataset's bytes, read ``block`` rows at a time (constant memory) through HDF5, which
-    checks each chunk's checksum and names a corrupted block. ``inflate``: images stored as factorbench
-    writes them are inflated here in threads instead (:func:`_sha256_inflated`, which checks no
-    checksum); anything else, or a chunk that does not inflate, is read through HDF5."""
+def sha256_rows(ds: h5py.Dataset, block: int = READ_BLOCK_ROWS, *, inflate: bool = True) -> str:
+    """sha256 of a dataset's bytes, read ``block`` rows at a time (constant memory), every chunk's
+    checksum checked, a corrupted block named. Images stored as factorbench writes them are read as
+    stored chunks and checked and inflated in threads (:func:`_sha256_inflated`); anything else, a chunk
+    that fails there, or ``inflate=False``: read through HDF5."""
     if inflate and _one_deflated_row_per_chunk(ds):
         try:
             return _sha256_inflated(ds, block)
@@ -161,10 +187,9 @@ def sha256_rows(ds: h5py.Dataset, block: int = READ_BLOCK_ROWS, *, inflate: bool
     return h.hexdigest()
 
 
-def content_hashes(f: h5py.File, *, inflate: bool = False) -> dict[str, str]:
-    """sha256 of images, factors, factor classes and each split, keyed by their path in the file
-    (``inflate``: the images' chunks inflated in threads, :func:`sha256_rows`)."""
-    hashes = {"images": sha256_rows(f["images"], inflate=inflate), "factors": sha256_rows(f["factors"])}
+def content_hashes(f: h5py.File) -> dict[str, str]:
+    """sha256 of images, factors, factor classes and each split, keyed by their path in the file."""
+    hashes = {"images": sha256_rows(f["images"]), "factors": sha256_rows(f["factors"])}
     if "factor_classes" in f:
         hashes["factor_classes"] = sha256_rows(f["factor_classes"])
     for name in sorted(f.get("splits", {})):
@@ -177,9 +202,8 @@ def shapes_of(f: h5py.File) -> dict[str, list[int]]:
     return {name: list(f[name].shape) for name in names if name in f}
 
 
-def compute_manifest(f: h5py.File, spec: DatasetSpec, renderer: str, *, inflate: bool = False) -> dict[str, Any]:
-    """The manifest stored with a complete file. It holds no dates, so equal data give equal manifests
-    (``inflate``: see :func:`content_hashes`)."""
+def compute_manifest(f: h5py.File, spec: DatasetSpec, renderer: str) -> dict[str, Any]:
+    """The manifest stored with a complete file. It holds no dates, so equal data give equal manifests."""
     return {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
@@ -189,7 +213,7 @@ def compute_manifest(f: h5py.File, spec: DatasetSpec, renderer: str, *, inflate:
         "package_version": package_version(),
         "renderer": renderer,
         "shapes": shapes_of(f),
-        "sha256": content_hashes(f, inflate=inflate),
+        "sha256": content_hashes(f),
     }
 
 

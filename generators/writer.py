@@ -203,10 +203,9 @@ def _fill(f: h5py.File, write_rows: RowWriter, start: int, stop: int, done: int,
             bar.update(b - a)
 
 
-def _finalise(f: h5py.File, spec: DatasetSpec, renderer: str, shard: Shard | None, inflate: bool = False) -> None:
+def _finalise(f: h5py.File, spec: DatasetSpec, renderer: str, shard: Shard | None) -> None:
     """Write the splits and the manifest; the progress attributes go last, so an interrupted
-    finalisation is simply redone when the command is run again. ``inflate``: the images are hashed from
-    their stored chunks (``fileformat.sha256_rows``), for chunks copied from shards read back before."""
+    finalisation is simply redone when the command is run again."""
     if shard is None:
         if "splits" in f:
             del f["splits"]
@@ -223,7 +222,7 @@ def _finalise(f: h5py.File, spec: DatasetSpec, renderer: str, shard: Shard | Non
     else:
         f.attrs["shard"] = f"{shard.index}/{shard.count}"
         progress_attrs = ("rows_written",)
-    ff.store_manifest(f, ff.compute_manifest(f, spec, renderer, inflate=inflate))
+    ff.store_manifest(f, ff.compute_manifest(f, spec, renderer))
     for key in progress_attrs:
         del f.attrs[key]
 
@@ -245,7 +244,7 @@ def _write(out: Path, spec: DatasetSpec, source: BatchSource, renderer: str, has
     f, done = _open_partial(partial, spec, start, stop, renderer, has_classes, log)
     try:
         _fill(f, rows or _write_rendered(source), start, stop, done, batch_size, progress, desc)
-        _finalise(f, spec, renderer, shard, inflate=rows is not None)
+        _finalise(f, spec, renderer, shard)
     except KeyboardInterrupt:
         f.close()
         raise GenerationInterrupted(f"interrupted; {partial} keeps the rows written so far: run the same command "

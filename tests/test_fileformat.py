@@ -119,27 +119,69 @@ def test_workers_write_the_single_process_file_and_keep_a_finished_shard(tmp_pat
     assert verify(out).ok
 
 
+def _hdf5_fletcher32(data: bytes) -> int:
+    """HDF5's H5_checksum_fletcher32 (H5checksum.c), line by line: the oracle for the vectorised one."""
+    sum1 = sum2 = 0
+    words, i = len(data) // 2, 0
+    while words:
+        run = min(words, 360)
+        words -= run
+        for _ in range(run):
+            sum1 += (data[i] << 8) | data[i + 1]
+            i += 2
+            sum2 += sum1
+        sum1 = (sum1 & 0xFFFF) + (sum1 >> 16)
+        sum2 = (sum2 & 0xFFFF) + (sum2 >> 16)
+    if len(data) % 2:
+        sum1 += data[i] << 8
+        sum2 += sum1
+        sum1 = (sum1 & 0xFFFF) + (sum1 >> 16)
+        sum2 = (sum2 & 0xFFFF) + (sum2 >> 16)
+    sum1 = (sum1 & 0xFFFF) + (sum1 >> 16)
+    sum2 = (sum2 & 0xFFFF) + (sum2 >> 16)
+    return (sum2 << 16) | sum1
+
+
+def test_fletcher32_is_hdf5s_checksum_and_the_one_stored_with_each_image(tmp_path):
+    rng = np.random.default_rng(0)
+    cases = [bytes(rng.integers(0, 256, size=k, dtype=np.uint8)) for k in (1, 2, 3, 719, 720, 721, 1441, 4097)]
+    cases += [b"\xff" * 1000, b"\x00" * 9 + b"\x01", b"\xff\xff" * 65535, b"\x00\x01" * 3, b"\x00" * 4]
+    assert ff.fletcher32(cases).tolist() == [_hdf5_fletcher32(c) for c in cases]
+    assert _hdf5_fletcher32(b"\xff\xff" * 65535) == 0xFFFFFFFF and _hdf5_fletcher32(b"\x00" * 4) == 0  # the folds
+    with pytest.raises(ValueError, match="at least one byte"):
+        ff.fletcher32([b"ab", b""])
+    path = write_dataset(get("square"), tmp_path / "s.h5", progress=False)
+    with h5py.File(path, "r") as f:
+        stored = [f["images"].id.read_direct_chunk((r, 0, 0, 0))[1] for r in range(f["images"].shape[0])]
+    assert ff.fletcher32([c[:-4] for c in stored]).tolist() == [int.from_bytes(c[-4:], "little") for c in stored]
+
+
 def test_hashing_stored_image_chunks_equals_reading_them_through_hdf5(tmp_path, monkeypatch):
-    """``inflate``: images hashed from their stored chunks, inflated in threads, give the hash HDF5's reads
-    give; other storage (several rows a chunk) is read through HDF5. Without it, a chunk whose checksum
-    fails is an error even where it inflates (so verification still proves every chunk readable)."""
+    """Images hashed from their stored chunks, checked and inflated in threads, give the hash HDF5's reads
+    give; other storage (several rows a chunk) is read through HDF5. A chunk whose checksum fails is an
+    error naming its rows, as through HDF5, even where it inflates: verification proves every chunk
+    readable either way."""
     monkeypatch.setattr(ff, "HASH_THREADS", 3)
     path = write_dataset(get("square"), tmp_path / "s.h5", progress=False)
     with h5py.File(path, "r") as f, h5py.File(tmp_path / "other.h5", "w") as g:
         images = f["images"]
         assert ff._one_deflated_row_per_chunk(images)
-        fast = ff.sha256_rows(images, block=100, inflate=True)
-        assert fast == ff.sha256_rows(images) == hashlib.sha256(images[:].tobytes()).hexdigest()
+        fast = ff._sha256_inflated(images, 100)
+        assert fast == ff.sha256_rows(images) == ff.sha256_rows(images, inflate=False)
+        assert fast == hashlib.sha256(images[:].tobytes()).hexdigest()
         g.create_dataset("images", data=images[:], chunks=(64, 64, 64, 1), compression="gzip")
         g.create_dataset("plain", data=images[:], chunks=(1, 64, 64, 3), compression="gzip")
         assert not ff._one_deflated_row_per_chunk(g["images"]) and ff._one_deflated_row_per_chunk(g["plain"])
-        assert ff.sha256_rows(g["images"], inflate=True) == ff.sha256_rows(g["plain"], block=7, inflate=True) == fast
+        assert ff.sha256_rows(g["images"]) == ff._sha256_inflated(g["plain"], 7) == fast
     _flip_byte(path, "images", chunk=3)  # a flip that inflates to the same pixels, its fletcher32 sum off
     with h5py.File(path, "r") as f:
-        assert ff.sha256_rows(f["images"], inflate=True) == fast
-        with pytest.raises(ff.UnreadableData, match="rows 0..1023 cannot be read"):
-            ff.sha256_rows(f["images"])
-    assert not verify(path).ok
+        with pytest.raises(ff._NotInflatable):
+            ff._sha256_inflated(f["images"], 100)
+        for inflate in (True, False):
+            with pytest.raises(ff.UnreadableData, match="rows 0..1023 cannot be read"):
+                ff.sha256_rows(f["images"], inflate=inflate)
+    report = verify(path)
+    assert not report.ok and "images: rows 0..1023 cannot be read" in " ".join(report.problems)
 
 
 @pytest.mark.parametrize("workers, shard, message", [
