@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 from submitit.helpers import Checkpointable
 
+from factorbench.benchmark.environment import environment_record
 from factorbench.generators.errors import FactorbenchError
 from factorbench.generators.outputs import temporaries_of, write_atomically
 
@@ -502,6 +503,9 @@ def run_job(job: Job, sweep_dir: str | os.PathLike, plan: Plan, options: SweepOp
             return "busy"
         if job_done(job, sweep_dir):
             return "skipped"
+        # read once now (and kept): the commit and machine its results record are the ones this process loaded
+        # its code from, even where the checkout moves on while the job trains
+        environment_record()
         path = state_path(sweep_dir, job)
         before = _read_json(path) or {}
         cpu0, wall0 = time.process_time(), time.perf_counter()

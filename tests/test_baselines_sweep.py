@@ -341,6 +341,42 @@ def test_cli_plan_errors_exit_2(tmp_path, capsys):
     assert "2 jobs" in out and "vae/square/seed1" in out and "to run" in out and not (tmp_path / "s").exists()
 
 
+def test_a_jobs_results_record_the_commit_it_started_from_not_one_checked_out_while_it_trained(tmp_path,
+                                                                                              monkeypatch):
+    """The checkout can move on while a job trains (a commit landing during a long sweep): the commit its
+    results record is the one read when the job began, whose code the process loaded."""
+    import subprocess
+
+    from factorbench.baselines import trainer
+    from factorbench.benchmark import environment
+
+    head = {"commit": "a" * 40}
+
+    def git(args, **kwargs):
+        out = head["commit"] if "rev-parse" in args else ""
+        return subprocess.CompletedProcess(args, 0, stdout=out, stderr="")
+
+    def training_while_the_checkout_moves(*args, **kwargs):
+        head["commit"] = "b" * 40
+        return real_train(*args, **kwargs)
+    real_train = trainer.train
+    for cached in (environment.source_commit, environment.environment_record):
+        cached.cache_clear()
+    try:
+        monkeypatch.setattr(environment, "source_root", lambda: tmp_path)
+        monkeypatch.setattr(environment.subprocess, "run", git)
+        monkeypatch.setattr(trainer, "train", training_while_the_checkout_moves)
+        plan = _plan(tmp_path)
+        job = expand(plan)[0]
+        assert run_job(job, tmp_path / "s", plan, OPTIONS) == "done" and head["commit"] == "b" * 40
+        for protocol in job.protocols:
+            result = json.loads(result_path(tmp_path / "s", protocol, job).read_text())
+            assert result["environment"]["factorbench_commit"] == "a" * 40
+    finally:
+        for cached in (environment.source_commit, environment.environment_record):
+            cached.cache_clear()
+
+
 def test_data_workers_reach_the_datasets_preparation(tmp_path, monkeypatch):
     """``--data-workers`` (``SweepOptions.data_workers``) is the number of processes that generate a job's
     dataset where the cache lacks it."""
