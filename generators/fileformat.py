@@ -136,7 +136,7 @@ def _sha256_inflated(ds: h5py.Dataset, block: int) -> str:
         stored = []
         for r in range(a, b):
             mask, data = dsid.read_direct_chunk((r, *zeros))
-            if mask or len(data) <= trim:  # a filter skipped for this chunk: HDF5 knows what it holds
+            if mask or len(data) <= trim:  # a filter skipped, or no payload: HDF5 knows what it holds
                 raise _NotInflatable
             stored.append(data)
         if trim:
