@@ -41,7 +41,7 @@ def cpu_model_name() -> str:
 
 
 def cpu_signature(text: str | None = None) -> str:
-    """What tells apart two CPUs that share a model name (a virtual machine's "AMD EPYC" is a Zen 3 without
+    """What tells apart two CPUs that share a model name (a virtual machine's "AMD EPYC" is an EPYC without
     AVX-512 on one host and a Zen 4 with AVX512-BF16 on another): vendor, family, model and stepping of the
     first processor in /proc/cpuinfo (or ``text``), and which of :data:`SPEED_FLAGS` it has, e.g.
     "AuthenticAMD family 25 model 17 stepping 1; avx2 avx512f avx512_bf16". "" where there is no cpuinfo."""
