@@ -48,6 +48,7 @@ def job_costs(plan_name: str, reference_dir: Path | None = None) -> dict[str, di
     found: dict[str, dict[str, Any]] = {}
     for job in jobs:
         scoring: list[Any] = []
+        scored: set[str] = set()
         for protocol in job.protocols:
             path = folder / protocol / f"{job.entry.name}.json"
             if not path.is_file():
@@ -59,25 +60,17 @@ def job_costs(plan_name: str, reference_dir: Path | None = None) -> dict[str, di
                 if sweep.get("plan") != plan_name or sweep.get("job") != job.id:
                     continue
                 scoring.append(sweep.get("evaluation_wall_time_s"))
+                scored.add(protocol)
                 if job.id not in found:
                     trained = training.get("trained") or {}
                     found[job.id] = {"cpu_s": trained.get("cpu_time_s"), "wall_s": trained.get("wall_time_s"),
-                                     "precision": trained.get("precision"), "cpu": _device_label(trained),
+                                     "precision": trained.get("precision"), "device_label": _device_label(trained),
                                      "device": str(trained.get("device") or ""),
                                      "steps": (training.get("budget") or {}).get("steps")}
         if job.id in found:
             found[job.id]["scoring_s"] = None if None in scoring else sum(scoring)
-            found[job.id]["missing"] = [protocol for protocol in job.protocols
-                                        if not _has_result(folder / protocol / f"{job.entry.name}.json", plan_name,
-                                                           job.id)]
+            found[job.id]["missing"] = [protocol for protocol in job.protocols if protocol not in scored]
     return {job.id: found.get(job.id) for job in jobs}
-
-
-def _has_result(path: Path, plan_name: str, job_id: str) -> bool:
-    if not path.is_file():
-        return False
-    return any(((run.get("training") or {}).get("sweep") or {}).get("plan") == plan_name
-               and run["training"]["sweep"].get("job") == job_id for run in json.loads(path.read_text()).get("runs", []))
 
 
 def _device_label(trained: dict[str, Any]) -> str | None:
@@ -107,7 +100,7 @@ def render_costs(plan_name: str, reference_dir: Path | None = None) -> str:
         records = [r for _, r in members if r is not None]
         if not records:
             continue
-        devices = sorted({r["cpu"] or "not recorded" for r in records})
+        devices = sorted({r["device_label"] or "not recorded" for r in records})
         lines.append(f"| {group}/{','.join(s.removeprefix('seed') for s, r in members if r is not None)} | "
                      f"{records[0]['steps']:,} | {', '.join(_number(r['cpu_s']) for r in records)} | "
                      f"{', '.join(_number(r['wall_s']) for r in records)} | "
