@@ -111,8 +111,8 @@ def render_costs(plan_name: str, reference_dir: Path | None = None) -> str:
     recorded = [r for r in done if r["cpu_s"] is not None and not r["device"].startswith("cuda")]
     missing = [job for job, r in costs.items() if r is None]
     unrecorded = [job for job, r in costs.items() if r is not None and not r["missing"] and r["cpu_s"] is None]
-    lines += ["", f"{len(done)} of {len(costs)} jobs have collected results under all their protocols; {len(recorded)} trained on a CPU "
-              f"record their training CPU time, {sum(r['cpu_s'] for r in recorded) / 3600:.1f} CPU hours in all"
+    lines += ["", f"{len(done)} of {len(costs)} jobs have collected results under all their protocols; "
+              f"{len(recorded)} trained on a CPU record their training CPU time, {sum(r['cpu_s'] for r in recorded) / 3600:.1f} CPU hours in all"
               + (f"; {len(on_gpu)} trained on a GPU, {sum(r['wall_s'] or 0 for r in on_gpu) / 3600:.1f} hours of "
                  "training wall time (jobs sharing it)" if on_gpu else "") + "."]
     if unrecorded:
