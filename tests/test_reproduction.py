@@ -335,7 +335,8 @@ def test_the_cost_tables_cover_every_job_and_are_up_to_date():
 
 def test_a_cost_table_sets_gpu_runs_and_jobs_missing_a_protocol_apart(tmp_path):
     """GPU runs' CPU seconds are not added to the CPU hours; a job scored under some of its protocols only
-    (trained before a protocol joined the plan) is listed apart, not as done; scoring adds the protocols."""
+    (trained before a protocol joined the plan: here its other result is left out of the copy) is listed
+    apart, not as done; scoring adds the protocols."""
     import shutil
 
     from factorbench.baselines.costs import job_costs, markers, render_costs, update_costs
@@ -346,7 +347,7 @@ def test_a_cost_table_sets_gpu_runs_and_jobs_missing_a_protocol_apart(tmp_path):
     for protocol in ("mpi3d-toy-dependent-v3", "mpi3d-toy-dci-v1", "dsprites-dependent-v3", "dsprites-dci-v1"):
         for entry in ("beta-vae.burgess-2018", "annealed-vae.burgess-2018"):
             source = REFERENCE_DIR / protocol / f"{entry}.json"
-            if source.is_file():
+            if source.is_file() and (protocol, entry) != ("mpi3d-toy-dependent-v3", "annealed-vae.burgess-2018"):
                 (tmp_path / protocol).mkdir(exist_ok=True)
                 shutil.copy(source, tmp_path / protocol / f"{entry}.json")
     costs = job_costs("almudevar-ortega-v1", tmp_path)
