@@ -303,6 +303,10 @@ def _evaluate(p: argparse.ArgumentParser) -> None:
             args.only = [label.strip() for label in args.only]
             for label in args.only:
                 protocol.metric(label)
+        if args.encoder is not None:
+            from .encoders import check_encoder_spec
+
+            check_encoder_spec(args.encoder)  # before a default file name is made from it
         model = args.model or _default_model_name(args.encoder, args.codes)
         out = check_output_file(Path(args.out) if args.out else Path(f"{args.protocol}.{model}.json"), args.force)
         if args.plots:  # refuse existing plots (without --force) and directories in their place, as the result file

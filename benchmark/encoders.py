@@ -203,6 +203,24 @@ def _import_from_cwd() -> None:
     importlib.invalidate_caches()
 
 
+def check_encoder_spec(spec: str) -> None:
+    """Refuse an ``--encoder`` string that names nothing loadable (by its form alone: nothing is imported or
+    read), so that a mistyped spec is reported before a default file name is made from it."""
+    if spec in REFERENCE_ENCODERS:
+        return
+    if spec.startswith("run:"):
+        if not spec[len("run:"):].partition("@")[0]:
+            raise FactorbenchError(f"--encoder {spec!r}: give the run's directory, e.g. run:runs/beta-vae")
+        return
+    module_name, colon, attr = spec.partition(":")
+    dotted = (module_name, attr)
+    if not colon or not all(part.isidentifier() for name in dotted for part in name.split(".")):
+        hint = (f"; for a trained run write run:{spec}" if ("/" in spec or os.sep in spec or os.path.isdir(spec))
+                and ":" not in spec else "")
+        raise FactorbenchError(f"--encoder {spec!r}: give a reference encoder ({', '.join(REFERENCE_ENCODERS)}), "
+                               f"run:RUN_DIR or module:function, e.g. mypackage.models:encode{hint}")
+
+
 def load_encoder(spec: Any, device: str = "cpu") -> Any:
     """An encoder from a reference name (``ideal``, ``random``, ``pca``), ``run:RUN_DIR`` (a trained run, on
     ``device``: cpu, cuda or auto),
@@ -214,9 +232,7 @@ def load_encoder(spec: Any, device: str = "cpu") -> Any:
             return REFERENCE_ENCODERS[spec]()
         if spec.startswith("run:"):
             return _load_run(spec[len("run:"):], device)
-        if ":" not in spec:
-            raise FactorbenchError(f"--encoder {spec!r}: give a reference encoder ({', '.join(REFERENCE_ENCODERS)}) "
-                                   "or module:function, e.g. mypackage.models:encode")
+        check_encoder_spec(spec)
         module_name, _, attr = spec.partition(":")
         _import_from_cwd()
         try:

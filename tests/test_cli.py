@@ -328,3 +328,17 @@ def test_a_module_command_turns_a_user_error_into_exit_status_2(capsys):
 
     with pytest.raises(ValueError, match="a bug"):  # a program error keeps its traceback
         broken()
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("/no/such/run", "for a trained run write run:/no/such/run"),
+    ("mymodels", "run:RUN_DIR or module:function"),
+    ("my/models:encode", "run:RUN_DIR or module:function"),
+    ("run:", "give the run's directory"),
+])
+def test_a_malformed_encoder_spec_is_named_before_a_file_name_is_made_from_it(tmp_path, capsys, monkeypatch,
+                                                                            fresh_cache, spec, message):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "evaluate", "square-lsbd-v1", "--encoder", spec, "--quiet")
+    assert code == 2 and message in err and "cannot write" not in err, err
+    assert list(tmp_path.iterdir()) == [] and not fresh_cache.exists()
