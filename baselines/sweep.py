@@ -44,7 +44,7 @@ from submitit.helpers import Checkpointable
 
 from factorbench.benchmark.environment import environment_record
 from factorbench.generators.errors import FactorbenchError
-from factorbench.generators.outputs import temporaries_of, write_atomically
+from factorbench.generators.outputs import check_output_dir, temporaries_of, write_atomically
 
 from . import models  # noqa: F401  (registers every model: the plan's configs are built in the jobs)
 from .gpus import DEFAULT_PACK, GpuSlots, visible_gpus
@@ -1269,6 +1269,9 @@ def collect(plan: Plan, sweep_dir: str | os.PathLike | None = None, out: str | o
     pending = Path(pending) if pending is not None else None
     if pending is not None and pending.resolve() == out.resolve():
         raise FactorbenchError(f"--pending {pending} is the reference folder itself: give a folder of its own")
+    check_output_dir(out, "--collect", parents=True)  # before any result is read
+    if pending is not None:
+        check_output_dir(pending, "--pending", parents=True)
     complete_only = complete_only or pending is not None
     superseded = Path(superseded) if superseded is not None else superseded_dir(out)
     groups: dict[tuple[str, str], list[Job]] = {}

@@ -67,16 +67,22 @@ def check_input_dir(path: str | os.PathLike, option: str) -> Path:
     return path
 
 
-def check_output_dir(path: str | os.PathLike, option: str) -> Path:
+def check_output_dir(path: str | os.PathLike, option: str, parents: bool = False) -> Path:
     """A folder that will be created if needed and written into: not a file; if it does not exist, its
-    parent must exist and be writable."""
+    parent must exist and be writable (``parents``: its nearest existing ancestor, the folders between
+    being created as ``mkdir -p`` does)."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise FactorbenchError(f"{option} {path} is a file; give a directory")
     if path.is_dir():
         check_writable_dir(path, f"into {path}")
-    else:
-        check_writable_dir(path.parent, f"{option} {path}")
+        return path
+    ancestor = path.parent
+    while parents and not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if parents and ancestor.exists() and not ancestor.is_dir():
+        raise FactorbenchError(f"{option} {path}: {ancestor} is a file, so no folder can be made below it")
+    check_writable_dir(ancestor, f"{option} {path}")
     return path
 
 

@@ -133,6 +133,28 @@ def test_bare_collect_writes_only_into_a_source_checkout(capsys, monkeypatch, tm
     assert "part of the installed package here; give a folder: --collect DIR" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("target, message", [
+    ("a-file", "--collect {t} is a file; give a directory"),
+    ("a-file/ref", "--collect {t}: {f} is a file, so no folder can be made below it"),
+])
+def test_collect_refuses_a_folder_it_cannot_make_before_reading_any_result(capsys, tmp_path, target, message):
+    (tmp_path / "a-file").write_text("x")
+    t = tmp_path / target
+    assert cli(["sweep", "reference-v1", "--collect", str(t), "--dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert message.format(t=t, f=tmp_path / "a-file") in err and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_collect_makes_nested_folders_as_mkdir_p_does(tmp_path):
+    from factorbench.generators.outputs import check_output_dir
+
+    assert check_output_dir(tmp_path / "a" / "b", "--collect", parents=True) == tmp_path / "a" / "b"
+    with pytest.raises(FactorbenchError, match="does not exist; create it first"):
+        check_output_dir(tmp_path / "a" / "b", "--plots")  # without parents, the parent must exist
+    assert list(tmp_path.iterdir()) == []  # a check makes nothing
+
+
 def test_a_very_wide_code_is_warned_about_before_the_metrics(monkeypatch):
     import factorbench.benchmark.evaluation as evaluation
 

@@ -61,3 +61,25 @@ def test_the_command_on_the_shipped_rows(capsys, tmp_path):
     assert capsys.readouterr().out == f"No encoder of {', '.join(PLANS)} is collected yet.\n"
     assert main(["--dir", str(tmp_path / "missing")]) == 2
     assert "--dir" in capsys.readouterr().err
+
+
+def test_a_plan_name_nothing_was_trained_by_is_refused_where_a_shipped_one_is_not(capsys, tmp_path, monkeypatch):
+    import factorbench.benchmark.results as results_module
+    from factorbench.benchmark.experiments import do_tran_comparison, metric_meta_evaluation
+    from factorbench.benchmark.experiments.metric_meta_evaluation import check_plan_names, plans_of
+
+    results = {"b.model": [_run("my-plan", 0, irs_score=0.5)], "pca": [_run(None, 0, irs_score=0.3)]}
+    assert plans_of(results) == {"my-plan"}
+    check_plan_names(results, ["my-plan", "reference-v1"])  # collected here; shipped (if not collected yet)
+    with pytest.raises(Exception, match=r"--plan 'my-plam': no run here .* come from my-plan \(shipped plans: "):
+        check_plan_names(results, ["my-plan", "my-plam"])
+    monkeypatch.setattr(results_module, "reference_results", lambda *args, **kwargs: results)
+    for command in (main, do_tran_comparison.main, lambda argv: metric_meta_evaluation.main(["dsprites-dependent-v3",
+                                                                                              *argv])):
+        assert command(["--plan", "my-plam"]) == 2
+        err = capsys.readouterr().err
+        assert "--plan 'my-plam': no run here was trained by a plan of that name" in err
+        assert "the runs here come from my-plan (shipped" in err
+    # a shipped plan not collected in the results given: said so, not refused
+    assert main(["--plan", "reference-v1"]) == 0
+    assert capsys.readouterr().out == "No encoder of reference-v1 is collected yet.\n"

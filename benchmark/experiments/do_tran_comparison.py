@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from factorbench.benchmark.experiments.metric_meta_evaluation import runs_of_plan, spearman
+from factorbench.benchmark.experiments.metric_meta_evaluation import check_plan_names, runs_of_plan, spearman
 from factorbench.generators.errors import FactorbenchError, exits_2_on_user_error
 from factorbench.generators.outputs import check_input_dir, check_new_files, check_output_dir, save_figure
 
@@ -735,6 +735,7 @@ def main(argv: list[str] | None = None) -> int:
     results = reference_results(PROTOCOL, args.dir, add=args.add)
     pending = pending_results(args.plan, folder=pending_folder) if args.pending is not None else {}
     results = results_with_pending(results, pending)
+    check_plan_names(results, [args.plan])
     settings = settings_of(results, args.plan, yours=added_models(args.add))
     stability = verdict_stability(settings, args.resamples) if args.resamples else None
     print(format_report(settings, check_claims(settings), plan=args.plan, pending=set(pending), stability=stability,

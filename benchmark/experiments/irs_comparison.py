@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from factorbench.benchmark.experiments.metric_meta_evaluation import (MIN_ENCODERS, population_of, runs_of_plan,
-                                                                       spearman)
+from factorbench.benchmark.experiments.metric_meta_evaluation import (MIN_ENCODERS, check_plan_names, population_of,
+                                                                       runs_of_plan, spearman)
 from factorbench.generators.errors import exits_2_on_user_error
 
 __all__ = ["COLUMNS", "IRSComparison", "PLANS", "PROTOCOL", "format_irs_comparison", "irs_comparison", "main"]
@@ -91,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     from factorbench.benchmark.results import added_models, reference_results
 
     plans = PLANS if args.plan is None else tuple(args.plan)
-    result = irs_comparison(reference_results(PROTOCOL, args.dir, add=args.add), plans, yours=added_models(args.add))
+    results = reference_results(PROTOCOL, args.dir, add=args.add)
+    check_plan_names(results, plans)
+    result = irs_comparison(results, plans, yours=added_models(args.add))
     if not result.encoders:
         print(f"No encoder of {', '.join(plans)} is collected yet.")
         return 0

@@ -335,6 +335,26 @@ def runs_of_plan(results: Mapping[str, Sequence[Any]], *plans: str, keep: Collec
     return {model: runs for model, runs in kept.items() if runs}
 
 
+def plans_of(results: Mapping[str, Sequence[Any]]) -> set[str]:
+    """The names of the plans whose sweeps trained runs of ``results``."""
+    return {plan for runs in results.values() for r in runs
+            if isinstance(plan := ((r.training or {}).get("sweep") or {}).get("plan"), str)}
+
+
+def check_plan_names(results: Mapping[str, Sequence[Any]], plans: Sequence[str], option: str = "--plan") -> None:
+    """Refuse a plan name that no run of ``results`` was trained by and that factorbench does not ship
+    (a mistyped name, which would otherwise select nothing and read as "not collected yet")."""
+    from factorbench.baselines.plan import PLANS_DIR
+
+    present, shipped = plans_of(results), {path.stem for path in PLANS_DIR.glob("*.toml")}
+    for plan in plans:
+        if plan not in present and plan not in shipped:
+            raise FactorbenchError(f"{option} {plan!r}: no run here was trained by a plan of that name, nor does "
+                                   f"factorbench ship one; the runs here come from "
+                                   f"{', '.join(sorted(present)) or 'no plan'} (shipped plans: "
+                                   f"{', '.join(sorted(shipped))})")
+
+
 #: below this many encoders a table says how often a perfect rank agreement arises by chance
 FEW_ENCODERS = 10
 
@@ -466,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     results = reference_results(args.protocol, args.dir, add=args.add)
     companion = reference_results(args.companion, add=args.add_with) if args.companion else {}
     if args.plan:  # the plan's encoders, and yours beside them
+        check_plan_names(results, [args.plan])
         yours = added_models(args.add)
         results, companion = (runs_of_plan(results, args.plan, keep=yours),
                               runs_of_plan(companion, args.plan, keep=added_models(args.add_with)))
