@@ -9,6 +9,8 @@ importing the others (trimesh, scipy); :func:`list_datasets` imports them all.
 
 from __future__ import annotations
 
+import dataclasses
+
 import importlib
 import math
 from abc import ABC, abstractmethod
@@ -203,7 +205,11 @@ def get(name: str, params: Mapping[str, Any] | None = None, **options: Any) -> G
         raise FactorbenchError(f"unknown dataset {name!r}; available: {', '.join(sorted(set(_REGISTRY) | set(BUILTIN)))} "
                                "(see `factorbench list`)")
     cls = _REGISTRY[name]
+    parameters = {field.name for field in dataclasses.fields(cls.Params)}
     for option in options:
+        if option in parameters and option not in cls.options:
+            raise FactorbenchError(f"{option!r} is a parameter of {name}, not a run-time option: give it in params, "
+                                   f"get({name!r}, {{{option!r}: ...}}) (on the command line, --param {option}=...)")
         if option not in cls.options:
             raise FactorbenchError(f"{name} takes no --{option}"
                                    + (f" (its options: {', '.join('--' + o for o in cls.options)})" if cls.options else ""))

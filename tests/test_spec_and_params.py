@@ -19,6 +19,15 @@ def test_unknown_dataset_names_the_available_ones():
         get("nope")
 
 
+def test_a_parameter_given_as_a_keyword_says_where_it_goes():
+    with pytest.raises(FactorbenchError, match=r"'side' is a parameter of square, not a run-time option: give it in "
+                                               r"params, get\('square', \{'side': ...\}\)"):
+        get("square", side=8)
+    assert get("square", {"side": 8}).params.side == 8
+    with pytest.raises(FactorbenchError, match="square takes no --colour$"):
+        get("square", colour=1)
+
+
 @pytest.mark.parametrize("name", sorted(n for n in list_datasets() if "source" not in get(n).options))
 def test_spec_round_trips_through_json_with_the_same_hash(name):
     spec = get(name).spec(seed=3)
