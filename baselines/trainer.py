@@ -34,6 +34,7 @@ from factorbench.generators.fileformat import package_version
 from factorbench.generators.outputs import temporaries_of, write_atomically
 
 from . import models  # noqa: F401  (registers every model family)
+from .allocator import heap_reuse
 from .checkpoint import checkpoint_summary, load_checkpoint, save_checkpoint, save_weights
 from .config import ModelConfig, get_family
 from .data import DEFAULT_MEMORY_LIMIT, TrainingData, resolve_dataset
@@ -82,6 +83,9 @@ class TrainOptions:
     #: the split is in memory and takes at most a quarter of the GPU's free memory), "always", "never". The
     #: batches are the same either way; families that draw their own batches (pairs, trajectories) do not.
     resident_data: str = "auto"
+    #: on the CPU, keep freed memory in the heap for the next step instead of unmapping it (glibc; the same
+    #: arithmetic, fewer page faults: about 1.9x faster steps for chen-mlp on 64 x 64 x 3, see ``allocator``)
+    reuse_freed_memory: bool = True
 
 
 @dataclass(frozen=True)
@@ -367,7 +371,8 @@ def train(config: ModelConfig, dataset: str | Path, run_dir: str | Path, *, spli
                                done.get("steps_per_s", math.nan))
         if state == "resume" and (run_dir / CHECKPOINT).is_file():
             _check_resumed_precision(run_dir / CHECKPOINT, precision, options.precision)
-        return _train(config, data, spec, run_dir, device, precision, state == "resume", options, draw, stop)
+        with heap_reuse(options.reuse_freed_memory and device.type == "cpu"):
+            return _train(config, data, spec, run_dir, device, precision, state == "resume", options, draw, stop)
     finally:
         data.close()
 

@@ -555,3 +555,79 @@ def test_bf16_on_a_cpu_without_bf16_units_warns_that_it_is_emulated(tmp_path, ca
     assert "emulated" not in start("fp32")
     monkeypatch.setattr(trainer, "_cpu_has_bf16", lambda: True)
     assert "emulated" not in start("bf16")
+
+
+def test_keeping_freed_memory_for_reuse_changes_no_weight():
+    """The allocator setting moves where memory comes from, not what is computed: chen-mlp on 64 x 64 x 3,
+    whose two 12,288 x 1,200 weights are what it speeds up, takes the same optimiser steps to the same bits."""
+    import platform
+
+    from factorbench.baselines.allocator import heap_reuse
+    from factorbench.baselines.config import get_family
+
+    config = make_config("beta-vae", {"architecture": "chen-mlp", "latent_dim": 4, "batch_size": 8})
+    family = get_family(config)
+
+    def three_steps() -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        model = family.build(config, (64, 64, 3))
+        groups = family.groups(model, config)
+        noise = torch.Generator().manual_seed(1)
+        x = torch.rand(8, 3, 64, 64, generator=torch.Generator().manual_seed(2))
+        for step in range(3):
+            loss = family.loss(model(x, noise), x, config, step, 4096)
+            for name, (params, optimiser) in groups.items():
+                optimiser.zero_grad(set_to_none=True)
+                loss.groups[name].backward(inputs=params)
+                optimiser.step()
+        return [p.detach().clone() for p in model.parameters()]
+
+    with heap_reuse() as applied:
+        on = three_steps()
+    off = three_steps()
+    assert len(on) == len(off) and all(torch.equal(a, b) for a, b in zip(on, off))
+    assert applied == (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc")
+    with heap_reuse(enabled=False) as applied:
+        assert not applied
+
+
+def test_training_holds_the_allocator_setting_on_the_cpu_unless_told_not_to(generated, tmp_path, monkeypatch):
+    import contextlib
+    import dataclasses
+
+    import factorbench.baselines.trainer as trainer
+
+    asked: list[bool] = []
+    monkeypatch.setattr(trainer, "heap_reuse", lambda enabled: asked.append(enabled) or contextlib.nullcontext())
+    for name, reuse in (("on", True), ("off", False)):
+        train(_tiny(steps=2), generated("square"), tmp_path / name,
+              options=dataclasses.replace(QUIET, reuse_freed_memory=reuse, device="cpu"))
+    assert asked == [True, False]
+
+
+def test_heap_reuse_sets_glibc_once_and_restores_its_defaults_after_the_last_holder():
+    from factorbench.baselines import allocator
+
+    class FakeLibc:
+        def __init__(self) -> None:
+            self.calls: list[tuple] = []
+
+        def mallopt(self, param: int, value: int) -> int:
+            self.calls.append(("mallopt", param, value))
+            return 1
+
+        def malloc_trim(self, pad: int) -> int:
+            self.calls.append(("malloc_trim", pad))
+            return 1
+
+    libc = FakeLibc()
+    with allocator.heap_reuse(libc=libc) as outer:
+        with allocator.heap_reuse(libc=libc) as inner:  # nested (or a second training thread): set once
+            assert outer and inner
+            assert libc.calls == [("mallopt", allocator.M_MMAP_MAX, 0),
+                                  ("mallopt", allocator.M_TRIM_THRESHOLD, allocator.TRIM_THRESHOLD)]
+        assert len(libc.calls) == 2  # the outer holder still holds it
+    assert libc.calls[2:] == [("mallopt", allocator.M_MMAP_MAX, allocator.DEFAULT_MMAP_MAX),
+                              ("mallopt", allocator.M_TRIM_THRESHOLD, allocator.DEFAULT_TRIM_THRESHOLD),
+                              ("malloc_trim", 0)]
+    assert allocator._holders == 0
