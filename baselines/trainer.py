@@ -84,7 +84,7 @@ class TrainOptions:
     #: batches are the same either way; families that draw their own batches (pairs, trajectories) do not.
     resident_data: str = "auto"
     #: on the CPU, keep freed memory in the heap for the next step instead of unmapping it (glibc; the same
-    #: arithmetic, fewer page faults: about 1.9x faster steps for chen-mlp on 64 x 64 x 3, see ``allocator``)
+    #: arithmetic, fewer page faults: 1.70x faster steps for chen-mlp on 64 x 64 x 3, see ``allocator``)
     reuse_freed_memory: bool = True
 
 

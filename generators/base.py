@@ -10,7 +10,6 @@ importing the others (trimesh, scipy); :func:`list_datasets` imports them all.
 from __future__ import annotations
 
 import dataclasses
-
 import importlib
 import math
 from abc import ABC, abstractmethod
