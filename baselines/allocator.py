@@ -5,7 +5,7 @@ serves a block above its mmap threshold (128 KiB at start, rising to at most 32 
 ``mmap`` and unmaps it on ``free``, so a block larger than 32 MiB is never reused: every training step
 of a large layer allocates its gradient and the optimiser's temporaries anew, and the kernel zeroes
 each of their pages on first touch. ``chen-mlp`` on 64 x 64 x 3 images has two 12,288 x 1,200 weights
-(59 MB each): its steps spent about half their time in those page faults. With ``mmap`` off for
+(59 MB each): its steps spent 40-50 % of their time in those page faults. With ``mmap`` off for
 allocations (``M_MMAP_MAX`` 0) and a trim threshold of 1 GiB, freed blocks stay in the heap and the next
 step reuses them. Only where memory comes from changes, not what is computed: the weights are the same
 bit for bit (tested). Measured by ``tests/perf/bench_allocator.py`` (figures in BASELINES.md, "Speed").
