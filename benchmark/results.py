@@ -330,6 +330,11 @@ def _sweep_seed(run: EvaluationResult) -> Any:
     return ((run.training or {}).get("sweep") or {}).get("seed")
 
 
+def _sweep_plan(run: EvaluationResult) -> Any:
+    """The name of the plan whose sweep trained ``run`` (None for a run not trained by a sweep)."""
+    return ((run.training or {}).get("sweep") or {}).get("plan")
+
+
 def _same_summary(stated: Any, derived: Mapping[str, Mapping[str, Any]]) -> bool:
     if not isinstance(stated, dict) or set(stated) != set(derived):
         return False
@@ -365,7 +370,7 @@ def _check_runs_file(data: Mapping[str, Any], runs: list[EvaluationResult], path
         raise FactorbenchError(f"{path} says protocol {data['protocol']!r}, its runs were scored under "
                                f"{sorted({r.protocol for r in runs})}")
     if "plan" in data:
-        plans = {((r.training or {}).get("sweep") or {}).get("plan") for r in runs}
+        plans = {_sweep_plan(r) for r in runs}
         if plans != {data["plan"]}:
             raise FactorbenchError(f"{path} says plan {data['plan']!r}, its runs ran under {sorted(map(str, plans))}")
     if "seeds" in data and data["seeds"] != seeds:

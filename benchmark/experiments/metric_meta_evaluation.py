@@ -330,15 +330,17 @@ def with_superseded(companion: Mapping[str, Sequence[Any]], superseded: Mapping[
 def runs_of_plan(results: Mapping[str, Sequence[Any]], *plans: str, keep: Collection[str] = ()) -> dict[str, list[Any]]:
     """``{model: [runs]}`` with only the runs a sweep of one of ``plans`` trained, in their order (models
     left without runs dropped), and every run of the models in ``keep`` (the user's added results)."""
-    kept = {model: [r for r in runs if model in keep or ((r.training or {}).get("sweep") or {}).get("plan") in plans]
-            for model, runs in results.items()}
+    from factorbench.benchmark.results import _sweep_plan
+
+    kept = {model: [r for r in runs if model in keep or _sweep_plan(r) in plans] for model, runs in results.items()}
     return {model: runs for model, runs in kept.items() if runs}
 
 
 def plans_of(results: Mapping[str, Sequence[Any]]) -> set[str]:
     """The names of the plans whose sweeps trained runs of ``results``."""
-    return {plan for runs in results.values() for r in runs
-            if isinstance(plan := ((r.training or {}).get("sweep") or {}).get("plan"), str)}
+    from factorbench.benchmark.results import _sweep_plan
+
+    return {plan for runs in results.values() for r in runs if isinstance(plan := _sweep_plan(r), str)}
 
 
 def check_plan_names(results: Mapping[str, Sequence[Any]], plans: Sequence[str], option: str = "--plan") -> None:
