@@ -32,6 +32,7 @@ TRIM_THRESHOLD = 1 << 30
 
 _lock = threading.Lock()
 _holders = 0  # nested or concurrent holders (training in threads): the last one out restores the defaults
+_applied = False  # whether the first holder's mallopt calls took effect (the later holders share its setting)
 
 
 def _glibc() -> Any | None:
@@ -48,19 +49,18 @@ def heap_reuse(enabled: bool = True, libc: Any | None = None) -> Iterator[bool]:
     """Within the block, keep freed memory in the heap for reuse (see the module's docstring); yields
     whether the setting holds. On leaving the last of nested or concurrent blocks, glibc's defaults are
     restored and the free memory is returned to the system (``malloc_trim``). ``libc``: for tests."""
-    global _holders
+    global _holders, _applied
     libc = (libc or _glibc()) if enabled else None
     if libc is None:
         yield False
         return
     with _lock:
         if _holders == 0:
-            applied = libc.mallopt(M_MMAP_MAX, 0) == 1 and libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
-        else:
-            applied = True
+            _applied = libc.mallopt(M_MMAP_MAX, 0) == 1 and libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
         _holders += 1
+        applied = _applied
     try:
-        yield bool(applied)
+        yield applied
     finally:
         with _lock:
             _holders -= 1

@@ -631,3 +631,6 @@ def test_heap_reuse_sets_glibc_once_and_restores_its_defaults_after_the_last_hol
                               ("mallopt", allocator.M_TRIM_THRESHOLD, allocator.DEFAULT_TRIM_THRESHOLD),
                               ("malloc_trim", 0)]
     assert allocator._holders == 0
+    libc.mallopt = lambda param, value: 0  # a C library that refuses the setting: no holder claims it holds
+    with allocator.heap_reuse(libc=libc) as outer, allocator.heap_reuse(libc=libc) as inner:
+        assert not outer and not inner
