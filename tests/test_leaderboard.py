@@ -597,8 +597,9 @@ def test_a_site_build_computes_each_population_once(monkeypatch, v3_results):
                                                                                                       *a, **kw))
     judged = []
     real_claims = mc.check_meta_claims
-    monkeypatch.setattr(mc, "check_meta_claims", lambda result, *a, **kw: judged.append(result.encoders)
-                        or real_claims(result, *a, **kw))
+    # a population by its encoders and correlations: two datasets' populations can share every encoder name
+    monkeypatch.setattr(mc, "check_meta_claims", lambda result, *a, **kw: judged.append(
+        (result.encoders, result.rho.tobytes())) or real_claims(result, *a, **kw))
     results = v3_results
     files = [page.file for page, _ in experiment_pages(results)]
     assert "meta-claims.html" in files and "meta-dsprites-dependent-v3.do-tran-v1.html" in files
